@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# opt4store's one entry point for a fresh Debian 12 machine.
+#
+#   ./build.sh demo    install what is missing, build, run the demo
+#   ./build.sh test    install what is missing, build, run every test
+#                      (ctest on a normal build, then ctest on an ASan+UBSan build)
+#   ./build.sh setup   only install the Debian packages that are missing
+#   ./build.sh build   setup, then build into build/
+#   ./build.sh bench   setup, build, run the benchmark suite (bench/README.md)
+#
+# Every step is idempotent and non-interactive. Packages come from Debian's
+# archive only; nothing is fetched from a Python registry.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+JOBS=${JOBS:-$(nproc)}
+BUILD_DIR=${BUILD_DIR:-build}
+ASAN_DIR=${ASAN_DIR:-build-asan}
+
+# Debian 12 packages the project builds and tests with.
+PACKAGES=(
+  build-essential cmake pkg-config
+  librocksdb-dev liblz4-dev liburing-dev
+  catch2 libcli11-dev
+  libtorch-dev python3-torch pybind11-dev python3-dev
+  python3-numpy python3-pytest python3-matplotlib
+  fio
+)
+
+log() { printf '[build.sh] %s\n' "$*" >&2; }
+die() { printf '[build.sh] error: %s\n' "$*" >&2; exit 1; }
+
+setup() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+      || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    return 0
+  fi
+  log "installing missing Debian packages: ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || die "not root and no sudo: install ${missing[*]} by hand"
+    sudo=(sudo -n)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq \
+    || die "apt-get update failed; check the network to Debian's archive"
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+    || die "apt-get could not install: ${missing[*]}"
+  for p in "${missing[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+      || die "package $p is still not installed after apt-get"
+  done
+}
+
+# The interpreter whose torch the Python package builds against: Debian's
+# /usr/bin/python3 (python3-torch), not whatever python3 comes first on PATH.
+python_with_torch() {
+  if [ -n "${OPT4STORE_PYTHON:-}" ]; then echo "$OPT4STORE_PYTHON"; return; fi
+  for py in /usr/bin/python3 python3; do
+    if "$py" -c 'import torch' >/dev/null 2>&1; then command -v "$py"; return; fi
+  done
+  echo /usr/bin/python3
+}
+
+configure_and_build() {  # dir, extra cmake args...
+  local dir=$1; shift
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DPython3_EXECUTABLE="$(python_with_torch)" "$@" >/dev/null
+  cmake --build "$dir" -j "$JOBS"
+}
+
+build() { setup; configure_and_build "$BUILD_DIR"; }
+
+run_tests() {
+  build
+  log "unit and CLI tests (RelWithDebInfo)"
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+  log "unit and CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+  configure_and_build "$ASAN_DIR" -DOPT4STORE_SANITIZE=ON -DOPT4STORE_BUILD_BENCH=OFF
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --test-dir "$ASAN_DIR" --output-on-failure -j "$JOBS"
+}
+
+demo() {
+  build
+  "$BUILD_DIR/tools/opt4store" demo
+}
+
+bench() {
+  build
+  bench/run.sh "$BUILD_DIR" "$@"
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  setup) setup ;;
+  build) build ;;
+  test)  run_tests ;;
+  demo)  demo ;;
+  bench) bench "$@" ;;
+  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
