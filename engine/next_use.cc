@@ -1,0 +1,118 @@
+#include "opt4store/next_use.h"
+
+#include <algorithm>
+#include <string>
+
+namespace opt4store {
+
+namespace {
+constexpr size_t kSourceChunk = 1 << 16;
+// How many appends ahead the per-id table is prefetched. Its loads are
+// random, and without prefetch each one stalls the stream on DRAM.
+constexpr size_t kPrefetchDistance = 32;
+}
+
+NextUseStream::~NextUseStream() = default;
+
+Status NextUseStream::Open(std::unique_ptr<PlanSource> source, uint64_t window,
+                           std::unique_ptr<NextUseStream>* stream) {
+  const PlanShape& shape = source->shape();
+  if (window == 0) window = std::min<uint64_t>(shape.total_reads, kDefaultWindow);
+  window = std::max<uint64_t>(1, std::min(window, shape.total_reads));
+  if (window > UINT32_MAX) {
+    return Status::InvalidArgument("look-ahead window of " + std::to_string(window) +
+                                   " positions exceeds the maximum of 2^32-1");
+  }
+  std::unique_ptr<NextUseStream> s(new NextUseStream());
+  s->source_ = std::move(source);
+  s->window_ = window;
+  s->ids_.resize(window);
+  s->gap_.resize(window);
+  s->last_.assign(shape.dataset_size, kNever);
+  Reveal unused;
+  while (s->filled_end_ < std::min(window, shape.total_reads)) {
+    if (!s->Append(&unused)) return s->status_;
+  }
+  *stream = std::move(s);
+  return Status::OK();
+}
+
+bool NextUseStream::Next(Access* access, Reveal* reveal) {
+  reveal->valid = false;
+  if (!status_.ok() || next_pos_ == filled_end_) return false;
+  const uint64_t slot = head_slot_;
+  access->pos = next_pos_;
+  access->id = ids_[slot];
+  const uint32_t gap = gap_[slot];
+  if (gap != 0) {
+    access->next = next_pos_ + gap;
+  } else {
+    // Not read again inside the window: never if the window reaches the
+    // plan's end, else somewhere beyond it.
+    access->next = filled_end_ == shape().total_reads ? kNever : kFar;
+  }
+  ++next_pos_;
+  if (++head_slot_ == window_) head_slot_ = 0;
+  if (filled_end_ < shape().total_reads) Append(reveal);
+  return true;
+}
+
+bool NextUseStream::Append(Reveal* reveal) {
+  if (chunk_pos_ == chunk_.size()) {
+    chunk_.resize(kSourceChunk);
+    size_t n = 0;
+    status_ = source_->Read(chunk_.data(), chunk_.size(), &n);
+    if (status_.ok() && n == 0) {
+      status_ = Status::Corruption("plan ended at position " + std::to_string(filled_end_) +
+                                   " of " + std::to_string(shape().total_reads));
+    }
+    if (!status_.ok()) {
+      chunk_.clear();
+      chunk_pos_ = 0;
+      return false;
+    }
+    chunk_.resize(n);
+    chunk_pos_ = 0;
+  }
+  // Two prefetch stages: the per-id table far ahead, then, once that line
+  // has arrived, the ring slot of the id's previous read (only a hint: an
+  // id read again in between makes it stale, never wrong).
+  if (chunk_pos_ + kPrefetchDistance < chunk_.size()) {
+    const ItemId ahead = chunk_[chunk_pos_ + kPrefetchDistance];
+    if (ahead < last_.size()) __builtin_prefetch(&last_[ahead], 1);
+    const ItemId near = chunk_[chunk_pos_ + kPrefetchDistance / 2];
+    if (near < last_.size()) {
+      const uint64_t prev = last_[near];
+      if (prev != kNever && prev >= next_pos_) __builtin_prefetch(&gap_[Slot(prev)], 1);
+    }
+  }
+  const ItemId id = chunk_[chunk_pos_++];
+  if (id >= last_.size()) {
+    status_ = Status::OutOfRange("plan position " + std::to_string(filled_end_) + ": id " +
+                                 std::to_string(id) + " is not below the dataset size " +
+                                 std::to_string(last_.size()));
+    return false;
+  }
+  const uint64_t p = filled_end_;
+  const uint64_t slot = Slot(p);
+  ids_[slot] = id;
+  gap_[slot] = 0;
+  const uint64_t prev = last_[id];
+  if (prev == kNever) {
+    ++distinct_ids_;
+  } else {
+    if (prev >= next_pos_) {
+      gap_[Slot(prev)] = static_cast<uint32_t>(p - prev);
+    } else {
+      // prev was consumed with next == kFar: its next read is now known.
+      reveal->valid = true;
+      reveal->id = id;
+      reveal->next = p;
+    }
+  }
+  last_[id] = p;
+  ++filled_end_;
+  return true;
+}
+
+}  // namespace opt4store
