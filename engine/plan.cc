@@ -303,7 +303,7 @@ std::string PlanSpec::Describe() const {
     default:
       add("n", std::to_string(dataset_size));
       add("epochs", std::to_string(epochs));
-      add("seed", std::to_string(seed));
+      if (kind != SamplerKind::kSequential) add("seed", std::to_string(seed));
       if (kind == SamplerKind::kReplacement) {
         add("num_samples", std::to_string(num_samples ? num_samples : dataset_size));
       }

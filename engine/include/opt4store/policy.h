@@ -12,11 +12,16 @@
 //             an exhaustive search). With sizes it is "furthest next use
 //             first", the usual variable-size generalisation.
 //   opt-size  Size-aware OPT: the victim is the item with the largest
-//             byte-time until its next use, size x (next - time of its last
-//             read), so one large item far away goes before several small
-//             ones. Same bypass rule on that priority. Identical to opt for
-//             uniform sizes; better object hit rate on skewed sizes (see
-//             bench/README.md).
+//             byte-time until its next read, size x (next - now), so one large
+//             item far away goes before several small ones. Byte-time ranks
+//             change as time passes, so items are grouped in power-of-two size
+//             classes: inside a class the furthest next read leaves first
+//             (sizes there differ by less than 2x), and the class tops are
+//             compared by their byte-time now. A kFar next read counts as the
+//             window's length, kNever as infinite. The item is bypassed unless
+//             every victim's byte-time exceeds its own. With one size this is
+//             exactly opt; on skewed sizes it trades byte hits for object hits
+//             (see bench/README.md).
 //   lru       least recently used leaves first; always admits.
 //   lfu       fewest reads since admission leaves first, ties to the least
 //             recently used; always admits. Counts restart on readmission.
