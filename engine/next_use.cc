@@ -29,11 +29,48 @@ Status NextUseStream::Open(std::unique_ptr<PlanSource> source, uint64_t window,
   s->ids_.resize(window);
   s->gap_.resize(window);
   s->last_.assign(shape.dataset_size, kNever);
-  Reveal unused;
-  while (s->filled_end_ < std::min(window, shape.total_reads)) {
-    if (!s->Append(&unused)) return s->status_;
+  if (window >= shape.total_reads) {
+    OPT4STORE_RETURN_IF_ERROR(s->FillWholePlan());
+  } else {
+    Reveal unused;
+    while (s->filled_end_ < window) {
+      if (!s->Append(&unused)) return s->status_;
+    }
   }
   *stream = std::move(s);
+  return Status::OK();
+}
+
+Status NextUseStream::FillWholePlan() {
+  // The window holds the whole plan: read it all, then one backward pass
+  // gives every gap, writing the ring in order instead of patching each
+  // previous read at random as Append() must.
+  const uint64_t total = shape().total_reads;
+  while (filled_end_ < total) {
+    size_t n = 0;
+    OPT4STORE_RETURN_IF_ERROR(
+        source_->Read(ids_.data() + filled_end_, static_cast<size_t>(total - filled_end_), &n));
+    if (n == 0) {
+      return Status::Corruption("plan ended at position " + std::to_string(filled_end_) +
+                                " of " + std::to_string(total));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (ids_[filled_end_ + i] >= last_.size()) {
+        return Status::OutOfRange("plan position " + std::to_string(filled_end_ + i) + ": id " +
+                                  std::to_string(ids_[filled_end_ + i]) +
+                                  " is not below the dataset size " +
+                                  std::to_string(last_.size()));
+      }
+    }
+    filled_end_ += n;
+  }
+  for (uint64_t p = total; p-- > 0;) {
+    const ItemId id = ids_[p];
+    const uint64_t next = last_[id];
+    if (next == kNever) ++distinct_ids_;
+    gap_[p] = next == kNever ? 0 : static_cast<uint32_t>(next - p);
+    last_[id] = p;
+  }
   return Status::OK();
 }
 
@@ -55,6 +92,28 @@ bool NextUseStream::Next(Access* access, Reveal* reveal) {
   if (++head_slot_ == window_) head_slot_ = 0;
   if (filled_end_ < shape().total_reads) Append(reveal);
   return true;
+}
+
+size_t NextUseStream::NextBatch(Access* accesses, size_t max, std::vector<StepReveal>* reveals) {
+  const uint64_t total = shape().total_reads;
+  size_t n = 0;
+  while (n < max && status_.ok() && next_pos_ < filled_end_) {
+    const uint64_t slot = head_slot_;
+    Access& a = accesses[n];
+    a.pos = next_pos_;
+    a.id = ids_[slot];
+    const uint32_t gap = gap_[slot];
+    a.next = gap != 0 ? next_pos_ + gap : (filled_end_ == total ? kNever : kFar);
+    ++next_pos_;
+    if (++head_slot_ == window_) head_slot_ = 0;
+    if (filled_end_ < total) {
+      Reveal reveal;
+      Append(&reveal);
+      if (reveal.valid) reveals->push_back({n, reveal.id, reveal.next});
+    }
+    ++n;
+  }
+  return n;
 }
 
 bool NextUseStream::Append(Reveal* reveal) {

@@ -340,7 +340,7 @@ Status NumberFileWriter::Open(const std::string& path, NumberFormat format, uint
     return Status::InvalidArgument("rows apply to .npy output and must divide the count");
   }
   w->file_ = std::fopen(w->tmp_path_.c_str(), "wb");
-  if (!w->file_) return Status::FromErrno(w->tmp_path_, errno);
+  if (!w->file_) return Status::FromErrno(path + ": cannot create it", errno);
   if (format == NumberFormat::kNpy) {
     std::string dict = "{'descr': '<i8', 'fortran_order': False, 'shape': (";
     dict += rows > 0 ? std::to_string(rows) + ", " + std::to_string(total / rows)

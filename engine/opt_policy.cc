@@ -48,7 +48,7 @@ class OptPolicy final : public Policy {
         ring_(RoundUpPow2(std::max<uint64_t>(options.window, 1))),
         mask_(ring_ - 1),
         bitmap_(ring_),
-        far_index_(options.num_ids, kNotFar) {
+        num_ids_(options.num_ids) {
     if (track_ids_) {
       state_.assign(options.num_ids, kAbsent);
       slot_id_.resize(ring_);
@@ -89,6 +89,11 @@ class OptPolicy final : public Policy {
     uint64_t freed = 0;
     bool admit = true;
     bool ambiguous = false;
+    // The common bypass, decided by a peek: nothing is popped and put back.
+    if (used_ + cost > capacity_ && never_count_ == 0 && never_.empty() && far_.empty()) {
+      const uint64_t furthest = PeekFurthestExact();
+      if (furthest != kNone && furthest <= access.next) return false;
+    }
     while (used_ - freed + cost > capacity_) {
       Victim v;
       if (!PopFurthest(&v, &ambiguous)) {
@@ -131,7 +136,7 @@ class OptPolicy final : public Policy {
   }
 
   void OnReveal(const Reveal& reveal) override {
-    if (far_index_[reveal.id] == kNotFar) return;
+    if (far_index_.empty() || far_index_[reveal.id] == kNotFar) return;
     RemoveFar(reveal.id);
     if (track_ids_) state_[reveal.id] = kAbsent;
     Link(reveal.id, reveal.id, reveal.next);
@@ -164,12 +169,16 @@ class OptPolicy final : public Policy {
         ++never_count_;
       }
     } else if (next == kFar) {
+      // Allocated on first use: with a window over the whole plan no item
+      // is ever far.
+      if (far_index_.empty()) far_index_.assign(num_ids_, kNotFar);
       far_index_[far_id] = static_cast<uint32_t>(far_.size());
       far_.push_back(far_id);
       if (track_ids_) state_[id] = kFarState;
     } else {
       const uint64_t slot = next & mask_;
       bitmap_.Set(slot);
+      max_key_ = std::max(max_key_, next);
       if (track_ids_) {
         slot_id_[slot] = id;
         state_[id] = next;
@@ -203,6 +212,29 @@ class OptPolicy final : public Policy {
     far_index_[id] = kNotFar;
   }
 
+  static constexpr uint64_t kNone = WindowBitmap::kNone;
+
+  // The slot of the exact key read furthest from now_, or kNone.
+  uint64_t FurthestSlot() const {
+    // Slots [0, now_slot) hold the later, wrapped-around positions. No key
+    // has wrapped while every key set so far lies below the ring's current
+    // base + ring_ (always so when the whole plan fits in the ring), and
+    // then that search is skipped.
+    const uint64_t now_slot = now_ & mask_;
+    const bool may_wrap = max_key_ >= now_ - now_slot + ring_;
+    uint64_t slot = now_slot > 0 && may_wrap ? bitmap_.FindPrev(now_slot - 1) : kNone;
+    if (slot == kNone) slot = bitmap_.FindPrev(mask_);
+    return slot;
+  }
+  uint64_t SlotPosition(uint64_t slot) const {
+    const uint64_t now_slot = now_ & mask_;
+    return slot < now_slot ? now_ - now_slot + ring_ + slot : now_ - now_slot + slot;
+  }
+  uint64_t PeekFurthestExact() const {
+    const uint64_t slot = FurthestSlot();
+    return slot == kNone ? kNone : SlotPosition(slot);
+  }
+
   bool PopFurthest(Victim* v, bool* ambiguous) {
     if (track_ids_ ? !never_.empty() : never_count_ > 0) {
       if (track_ids_) {
@@ -222,13 +254,9 @@ class OptPolicy final : public Policy {
       if (track_ids_) state_[id] = kAbsent;
       return true;
     }
-    // Slots [0, now_slot) hold the later, wrapped-around positions.
-    const uint64_t now_slot = now_ & mask_;
-    uint64_t slot = now_slot > 0 ? bitmap_.FindPrev(now_slot - 1) : WindowBitmap::kNone;
-    if (slot == WindowBitmap::kNone) slot = bitmap_.FindPrev(mask_);
-    if (slot == WindowBitmap::kNone) return false;
-    const uint64_t position = slot < now_slot ? now_ - now_slot + ring_ + slot
-                                              : now_ - now_slot + slot;
+    const uint64_t slot = FurthestSlot();
+    if (slot == kNone) return false;
+    const uint64_t position = SlotPosition(slot);
     bitmap_.Clear(slot);
     if (track_ids_) {
       const ItemId id = slot_id_[slot];
@@ -245,13 +273,15 @@ class OptPolicy final : public Policy {
   const uint64_t ring_;
   const uint64_t mask_;
   WindowBitmap bitmap_;
-  HugeVector<uint32_t> far_index_;
+  const uint64_t num_ids_;
+  HugeVector<uint32_t> far_index_;  // allocated when the first far item comes
   std::vector<ItemId> far_;
   HugeVector<uint64_t> state_;    // track_ids_ only
   HugeVector<ItemId> slot_id_;    // track_ids_ only
   std::vector<ItemId> never_;     // track_ids_ only
   uint64_t never_count_ = 0;      // untracked only
   std::vector<Victim> victims_;
+  uint64_t max_key_ = 0;  // the largest exact key ever set: bounds the wrap
   uint64_t now_ = 0;
 };
 

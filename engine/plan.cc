@@ -188,7 +188,12 @@ Status OpenFileSource(const PlanSpec& spec, std::unique_ptr<PlanSource>* source)
   }
   const uint64_t max_id = spec.dataset_size ? spec.dataset_size - 1 : kMaxDatasetSize - 1;
   NumberFileSummary summary;
-  OPT4STORE_RETURN_IF_ERROR(SummarizeNumberFile(spec.path, max_id, &summary));
+  Status status = SummarizeNumberFile(spec.path, max_id, &summary);
+  if (status.IsOutOfRange() && spec.dataset_size) {
+    return Status::OutOfRange(status.message() + " (ids must be below the dataset size " +
+                              std::to_string(spec.dataset_size) + ")");
+  }
+  OPT4STORE_RETURN_IF_ERROR(status);
   if (summary.count == 0) return Status::InvalidArgument(spec.path + ": plan holds no reads");
   PlanShape shape;
   shape.dataset_size = spec.dataset_size ? spec.dataset_size : summary.max_value + 1;

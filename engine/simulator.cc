@@ -83,31 +83,43 @@ Status RunPass(const SimulationOptions& options, uint64_t capacity,
   for (size_t i = 0; i < kinds.size(); ++i) (*out)[i].kind = kinds[i];
 
   std::vector<Access> accesses(kBlock);
-  std::vector<Reveal> reveals(kBlock);
+  std::vector<StepReveal> reveals;
   std::vector<uint64_t> costs(kBlock);
   std::vector<ItemId> evicted;
+  const bool uniform_cost = !BytesMode(options.sizes);
   uint64_t bytes_read = 0;
   uint64_t total = 0;
   for (;;) {
-    size_t n = 0;
-    while (n < kBlock && stream->Next(&accesses[n], &reveals[n])) {
-      costs[n] = options.sizes.Size(accesses[n].id);
-      bytes_read += costs[n];
-      ++n;
-    }
+    reveals.clear();
+    const size_t n = stream->NextBatch(accesses.data(), kBlock, &reveals);
     if (n == 0) break;
+    if (!uniform_cost) {
+      for (size_t i = 0; i < n; ++i) {
+        costs[i] = options.sizes.Size(accesses[i].id);
+        bytes_read += costs[i];
+      }
+    } else {
+      bytes_read += n;
+    }
     total += n;
     for (size_t p = 0; p < policies.size(); ++p) {
       Policy& policy = *policies[p];
       PolicyResult& r = (*out)[p];
+      size_t next_reveal = 0;
+      uint64_t hits_before = policy.counters().hits;
       const Clock::time_point start = Clock::now();
       for (size_t i = 0; i < n; ++i) {
         if (i + kPrefetchAhead < n) policy.Prefetch(accesses[i + kPrefetchAhead]);
-        if (policy.Step(accesses[i], costs[i], &evicted)) r.bytes_hit += costs[i];
+        const uint64_t cost = uniform_cost ? 1 : costs[i];
+        if (policy.Step(accesses[i], cost, &evicted) && !uniform_cost) r.bytes_hit += cost;
         evicted.clear();
-        if (reveals[i].valid) policy.OnReveal(reveals[i]);
+        while (next_reveal < reveals.size() && reveals[next_reveal].step == i) {
+          const StepReveal& sr = reveals[next_reveal++];
+          policy.OnReveal(Reveal{true, sr.id, sr.next});
+        }
       }
       r.seconds += SecondsSince(start);
+      if (uniform_cost) r.bytes_hit += policy.counters().hits - hits_before;
     }
   }
   OPT4STORE_RETURN_IF_ERROR(stream->status());

@@ -47,6 +47,13 @@ struct Reveal {
   uint64_t next = 0;  // the exact position of id's next read
 };
 
+// A reveal made by the step that consumed accesses[step] of a batch.
+struct StepReveal {
+  size_t step = 0;
+  ItemId id = 0;
+  uint64_t next = 0;
+};
+
 // Default look-ahead: 8 Mi positions (64 MiB), or the whole plan if shorter.
 constexpr uint64_t kDefaultWindow = uint64_t{1} << 23;
 
@@ -73,6 +80,13 @@ class NextUseStream {
   // source error (then status() is not OK). *reveal is always written.
   bool Next(Access* access, Reveal* reveal);
 
+  // Consumes up to `max` positions into accesses[0, return value), the same
+  // as that many Next() calls; a reveal made by step i is appended to
+  // *reveals as {i, id, next}, in order. Returns 0 at the end of the plan or
+  // on a source error (see status()). The tight loop is how the simulator
+  // reads: no call and no Reveal per read.
+  size_t NextBatch(Access* accesses, size_t max, std::vector<StepReveal>* reveals);
+
   // The id at position p. REQUIRES: position() <= p < lookahead_end().
   ItemId PeekId(uint64_t p) const { return ids_[Slot(p)]; }
   // One past the last position in the window.
@@ -92,6 +106,8 @@ class NextUseStream {
   }
   // Appends the next id from the source at position filled_end_.
   bool Append(Reveal* reveal);
+  // Fills a window that spans the whole plan in one backward pass.
+  Status FillWholePlan();
 
   std::unique_ptr<PlanSource> source_;
   uint64_t window_ = 0;

@@ -26,9 +26,10 @@ struct SimulationOptions {
   // Look-ahead of the next-use stream; 0 = default (see next_use.h).
   uint64_t window = 0;
   std::vector<PolicyKind> policies;
-  // One or more capacities, in items (sizes uniform) or bytes (sizes given).
+  // One or more capacities. They count items while `sizes` is the default
+  // ItemSizes(); they count bytes once `sizes` names the dataset's items
+  // (Constant(bytes, n), FromFile or FromVector), even if every size is equal.
   std::vector<uint64_t> capacities;
-  // Per-item costs. Default: every item costs 1.
   ItemSizes sizes;
   uint64_t seed = 0;  // for the random policy
 };
