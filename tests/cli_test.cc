@@ -1,0 +1,620 @@
+// Tests of the opt4store CLI: each runs the real binary (OPT4STORE_CLI) in a
+// shell, captures stdout, stderr and the exit status, and checks behaviour
+// against the engine (GenerateEpoch, ReadNumberFile) or hand-worked numbers.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "opt4store/number_file.h"
+#include "opt4store/plan.h"
+
+namespace opt4store {
+namespace {
+
+struct CliResult {
+  int status = -1;  // exit status; -1 if killed by a signal
+  std::string out;
+  std::string err;
+};
+
+std::string ShellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteAll(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  REQUIRE(out.good());
+}
+
+// A fresh directory under /tmp, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/opt4store_cli_test_XXXXXX";
+    const char* dir = mkdtemp(tmpl);
+    REQUIRE(dir != nullptr);
+    path_ = dir;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+  CliResult Run(const std::vector<std::string>& args) const {
+    const std::string err_path = File("stderr.txt");
+    std::string cmd = ShellQuote(OPT4STORE_CLI);
+    for (const std::string& a : args) cmd += " " + ShellQuote(a);
+    cmd += " 2>" + ShellQuote(err_path);
+    CliResult r;
+    FILE* pipe = popen(cmd.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
+    const int raw = pclose(pipe);
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.err = ReadAll(err_path);
+    return r;
+  }
+
+ private:
+  std::string path_;
+};
+
+// The raw JSON token after following keys in order, e.g.
+// {"policies", "opt", "hits"}. Good enough for the CLI's own flat output.
+std::string JsonToken(const std::string& json, const std::vector<std::string>& keys,
+                      size_t from = 0) {
+  size_t pos = from;
+  for (const std::string& key : keys) {
+    pos = json.find("\"" + key + "\": ", pos);
+    if (pos == std::string::npos) return "<missing " + key + ">";
+    pos += key.size() + 4;
+  }
+  size_t end = json.find_first_of(",}]", pos);
+  return json.substr(pos, end - pos);
+}
+
+uint64_t JsonUint(const std::string& json, const std::vector<std::string>& keys,
+                  size_t from = 0) {
+  const std::string token = JsonToken(json, keys, from);
+  INFO("token: " << token);
+  REQUIRE(!token.empty());
+  REQUIRE(token.find_first_not_of("0123456789") == std::string::npos);
+  return std::stoull(token);
+}
+
+size_t CountOf(const std::string& text, const std::string& needle) {
+  size_t count = 0;
+  for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+// An error is exactly one line on stderr, with the prefix, and exit != 0.
+void CheckOneLineError(const CliResult& r) {
+  INFO("stderr: " << r.err);
+  CHECK(r.status != 0);
+  CHECK(r.status != -1);
+  CHECK(r.err.rfind("opt4store: error: ", 0) == 0);
+  CHECK(CountOf(r.err, "\n") == 1);
+  CHECK(r.out.empty());
+}
+
+std::vector<uint64_t> Generated(const PlanSpec& spec) {
+  std::vector<uint64_t> all;
+  std::vector<ItemId> epoch;
+  for (uint64_t e = 0; e < spec.epochs; ++e) {
+    GenerateEpoch(spec, e, &epoch);
+    all.insert(all.end(), epoch.begin(), epoch.end());
+  }
+  return all;
+}
+
+TEST_CASE("plan writes all four formats, equal to GenerateEpoch", "[cli][plan]") {
+  TempDir dir;
+  PlanSpec spec;
+  spec.kind = SamplerKind::kShuffle;
+  spec.dataset_size = 50;
+  spec.epochs = 3;
+  spec.seed = 7;
+  const std::vector<uint64_t> expected = Generated(spec);
+  REQUIRE(expected.size() == 150);
+
+  for (const std::string ext : {"txt", "u32", "u64", "npy"}) {
+    SECTION(ext) {
+      const std::string path = dir.File("plan." + ext);
+      CliResult r = dir.Run({"plan", "--sampler", "shuffle", "--dataset-size", "50", "--epochs",
+                             "3", "--seed", "7", "--output", path, "--format", ext});
+      INFO(r.err);
+      REQUIRE(r.status == 0);
+      CHECK(r.err.empty());
+      std::vector<uint64_t> values;
+      Status st = ReadNumberFile(path, UINT64_MAX, &values);
+      INFO(st.ToString());
+      REQUIRE(st.ok());
+      CHECK(values == expected);
+      if (ext == "npy") {
+        // Epochs > 1: one row per epoch.
+        std::unique_ptr<NumberFileReader> reader;
+        REQUIRE(NumberFileReader::Open(path, &reader).ok());
+        CHECK(reader->npy_rows() == 3);
+      }
+    }
+  }
+}
+
+TEST_CASE("plan generates every sampler kind", "[cli][plan]") {
+  TempDir dir;
+  SECTION("replacement with --num-samples") {
+    PlanSpec spec;
+    spec.kind = SamplerKind::kReplacement;
+    spec.dataset_size = 40;
+    spec.epochs = 2;
+    spec.seed = 3;
+    spec.num_samples = 25;
+    const std::string path = dir.File("r.u32");
+    CliResult r = dir.Run({"plan", "--sampler", "replacement", "--dataset-size", "40",
+                           "--epochs", "2", "--seed", "3", "--num-samples", "25", "--output",
+                           path});
+    REQUIRE(r.status == 0);
+    std::vector<uint64_t> values;
+    REQUIRE(ReadNumberFile(path, UINT64_MAX, &values).ok());
+    CHECK(values.size() == 50);
+    CHECK(values == Generated(spec));
+  }
+  SECTION("distributed rank 1 of 3, drop last") {
+    PlanSpec spec;
+    spec.kind = SamplerKind::kDistributed;
+    spec.dataset_size = 31;
+    spec.epochs = 2;
+    spec.seed = 5;
+    spec.world_size = 3;
+    spec.rank = 1;
+    spec.drop_last = true;
+    const std::string path = dir.File("d.npy");
+    CliResult r = dir.Run({"plan", "--sampler", "distributed", "--dataset-size", "31",
+                           "--epochs", "2", "--seed", "5", "--world", "3", "--rank", "1",
+                           "--drop-last", "--output", path});
+    REQUIRE(r.status == 0);
+    std::vector<uint64_t> values;
+    REQUIRE(ReadNumberFile(path, UINT64_MAX, &values).ok());
+    CHECK(values.size() == 20);  // floor(31 / 3) = 10 per epoch
+    CHECK(values == Generated(spec));
+  }
+  SECTION("sequential, one epoch, text") {
+    const std::string path = dir.File("s.txt");
+    REQUIRE(dir.Run({"plan", "--sampler", "sequential", "--dataset-size", "5", "--output", path})
+                .status == 0);
+    CHECK(ReadAll(path) == "0\n1\n2\n3\n4\n");
+  }
+}
+
+TEST_CASE("plan --info on a hand-made file", "[cli][plan]") {
+  TempDir dir;
+  // Positions 0..4 read ids 0 1 0 2 1: id 0 again after 2 positions, id 1
+  // after 3; ids 0, 1 and 2 are cold reads.
+  const std::string path = dir.File("plan.txt");
+  WriteAll(path, "0\n1\n0\n2\n1\n");
+
+  CliResult r = dir.Run({"plan", "--input", path, "--info", "--json"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const std::string& j = r.out;
+  CHECK(JsonUint(j, {"reads"}) == 5);
+  CHECK(JsonUint(j, {"epochs"}) == 1);
+  CHECK(JsonUint(j, {"epoch_length"}) == 5);
+  CHECK(JsonUint(j, {"dataset_size"}) == 3);
+  CHECK(JsonUint(j, {"distinct_ids"}) == 3);
+  CHECK(JsonUint(j, {"cold_reads"}) == 3);
+  CHECK(JsonUint(j, {"reuse_distance", "count"}) == 2);
+  CHECK(JsonUint(j, {"reuse_distance", "min"}) == 2);
+  CHECK(JsonToken(j, {"reuse_distance", "mean"}) == "2.500000");
+  CHECK(JsonUint(j, {"reuse_distance", "max"}) == 3);
+  // Buckets run from [1, 1] to the last non-empty one; both distances fall
+  // in [2, 3].
+  CHECK(j.find("\"histogram\": [{\"min\": 1, \"max\": 1, \"count\": 0}, "
+               "{\"min\": 2, \"max\": 3, \"count\": 2}]") != std::string::npos);
+
+  CliResult text = dir.Run({"plan", "--input", path, "--info"});
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("reads:         5\n") != std::string::npos);
+  CHECK(text.out.find("count 2, min 2, mean 2.50, max 3") != std::string::npos);
+
+  SECTION("--dataset-size and --epoch-length apply to the file") {
+    WriteAll(path, "0\n1\n2\n3\n0\n1\n2\n3\n");
+    CliResult e = dir.Run({"plan", "--input", path, "--info", "--json", "--dataset-size", "10",
+                           "--epoch-length", "4"});
+    INFO(e.err);
+    REQUIRE(e.status == 0);
+    CHECK(JsonUint(e.out, {"epochs"}) == 2);
+    CHECK(JsonUint(e.out, {"dataset_size"}) == 10);
+    CHECK(JsonUint(e.out, {"reuse_distance", "min"}) == 4);
+  }
+}
+
+TEST_CASE("plan --info on a generated plan", "[cli][plan]") {
+  TempDir dir;
+  // Sequential 10 ids x 2 epochs: every id is read again 10 positions later.
+  CliResult r = dir.Run({"plan", "--sampler", "sequential", "--dataset-size", "10", "--epochs",
+                         "2", "--info", "--json"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(JsonUint(r.out, {"reads"}) == 20);
+  CHECK(JsonUint(r.out, {"distinct_ids"}) == 10);
+  CHECK(JsonUint(r.out, {"reuse_distance", "count"}) == 10);
+  CHECK(JsonUint(r.out, {"reuse_distance", "min"}) == 10);
+  CHECK(JsonUint(r.out, {"reuse_distance", "max"}) == 10);
+  CHECK(r.out.find("{\"min\": 8, \"max\": 15, \"count\": 10}") != std::string::npos);
+}
+
+// The sequence 0 1 2 0 1 3 0 (N = 4 inferred), worked by hand.
+//
+// Next uses: pos0 id0 -> 3, pos1 id1 -> 4, pos2 id2 -> never, pos3 id0 -> 6,
+// pos4 id1 -> never, pos5 id3 -> never, pos6 id0 -> never.
+//
+// capacity 2, lru: t0 miss {0}; t1 miss {0,1}; t2 miss, evict 0 {1,2};
+//   t3 miss, evict 1 {2,0}; t4 miss, evict 2 {0,1}; t5 miss, evict 0 {1,3};
+//   t6 miss, evict 1 {3,0}. 0 hits, 7 admissions, 5 evictions.
+// capacity 2, opt (bypass): t0 admit 0 (room); t1 admit 1 (room); t2 id 2 is
+//   never read again: bypass; t3 hit 0; t4 hit 1; t5 id 3 never again: bypass;
+//   t6 hit 0. 3 hits, 2 admissions, 2 bypasses, 0 evictions. 3 is the
+//   maximum: 7 reads minus 4 distinct ids.
+// capacity 3, lru: t0..t2 fill {0,1,2}; t3 hit 0; t4 hit 1; t5 miss, evict 2
+//   (least recent) {0,1,3}; t6 hit 0. 3 hits.
+// capacity 1, opt: t0 admit 0 (next 3); t1 id 1's next (4) is no sooner than
+//   0's (3): bypass; t2 bypass; t3 hit 0 (next 6); t4, t5 never again:
+//   bypass; t6 hit 0. 2 hits. lru at capacity 1 never hits (no id repeats
+//   back to back).
+TEST_CASE("simulate --json gives the hand-worked hits", "[cli][simulate]") {
+  TempDir dir;
+  const std::string path = dir.File("seq.txt");
+  WriteAll(path, "0\n1\n2\n0\n1\n3\n0\n");
+
+  CliResult r = dir.Run({"simulate", "--plan", path, "--capacity", "2", "--policy", "opt,lru",
+                         "--json"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const std::string& j = r.out;
+  CHECK(JsonUint(j, {"accesses"}) == 7);
+  CHECK(JsonUint(j, {"dataset_size"}) == 4);
+  CHECK(JsonUint(j, {"distinct_ids"}) == 4);
+  CHECK(JsonUint(j, {"capacity"}) == 2);
+  CHECK(JsonToken(j, {"exact_window"}) == "true");
+  CHECK(JsonUint(j, {"policies", "opt", "hits"}) == 3);
+  CHECK(JsonUint(j, {"policies", "opt", "misses"}) == 4);
+  CHECK(JsonToken(j, {"policies", "opt", "hit_rate"}) == "0.428571");
+  CHECK(JsonUint(j, {"policies", "opt", "admissions"}) == 2);
+  CHECK(JsonUint(j, {"policies", "opt", "bypasses"}) == 2);
+  CHECK(JsonUint(j, {"policies", "opt", "evictions"}) == 0);
+  CHECK(JsonUint(j, {"policies", "opt", "ambiguous"}) == 0);
+  CHECK(JsonUint(j, {"policies", "lru", "hits"}) == 0);
+  CHECK(JsonUint(j, {"policies", "lru", "admissions"}) == 7);
+  CHECK(JsonUint(j, {"policies", "lru", "evictions"}) == 5);
+  // Policies come out in the order given.
+  CHECK(j.find("\"opt\": {") < j.find("\"lru\": {"));
+  CHECK(j.find("seconds") == std::string::npos);
+
+  CliResult three = dir.Run({"simulate", "--plan", path, "--capacity", "3", "--policy",
+                             "lru,opt", "--json"});
+  REQUIRE(three.status == 0);
+  CHECK(JsonUint(three.out, {"policies", "lru", "hits"}) == 3);
+  CHECK(JsonUint(three.out, {"policies", "opt", "hits"}) == 3);
+
+  CliResult one = dir.Run({"simulate", "--plan", path, "--capacity", "1", "--policy", "opt,lru",
+                           "--json"});
+  REQUIRE(one.status == 0);
+  CHECK(JsonUint(one.out, {"policies", "opt", "hits"}) == 2);
+  CHECK(JsonUint(one.out, {"policies", "lru", "hits"}) == 0);
+}
+
+TEST_CASE("simulate JSON is identical across runs", "[cli][simulate]") {
+  TempDir dir;
+  const std::vector<std::string> args = {"simulate", "--sampler", "shuffle", "--dataset-size",
+                                         "300", "--epochs", "3", "--seed", "11",
+                                         "--capacity-ratio", "0.1,0.5", "--json"};
+  CliResult a = dir.Run(args);
+  CliResult b = dir.Run(args);
+  INFO(a.err);
+  REQUIRE(a.status == 0);
+  REQUIRE(b.status == 0);
+  CHECK(a.out == b.out);
+  CHECK(CountOf(a.out, "\n") == 1);  // one JSON object on one line
+  CHECK(a.out.find("\"plan\": \"") != std::string::npos);
+  // Default policies: all eight, in AllPolicies() order.
+  const size_t first = a.out.find("\"curve\": [");
+  REQUIRE(first != std::string::npos);
+  size_t prev = first;
+  for (const char* name : {"opt", "opt-size", "lru", "lfu", "fifo", "random", "static", "none"}) {
+    const size_t at = a.out.find(std::string("\"") + name + "\": {", first);
+    CHECK(at != std::string::npos);
+    CHECK(at > prev);
+    prev = at;
+  }
+}
+
+TEST_CASE("a curve has one point per capacity and its lru equals single runs",
+          "[cli][simulate]") {
+  TempDir dir;
+  const std::vector<std::string> plan = {"--sampler", "replacement", "--dataset-size", "200",
+                                         "--epochs", "5", "--seed", "2"};
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"simulate"};
+    args.insert(args.end(), plan.begin(), plan.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    CliResult r = dir.Run(args);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    return r.out;
+  };
+  const std::string curve = run({"--capacity", "10,50,120", "--policy", "lru,opt", "--json"});
+  CHECK(CountOf(curve, "\"capacity\": ") == 3);
+  size_t pos = curve.find("\"curve\": [");
+  REQUIRE(pos != std::string::npos);
+  for (const char* c : {"10", "50", "120"}) {
+    pos = curve.find(std::string("\"capacity\": ") + c + ",", pos);
+    REQUIRE(pos != std::string::npos);
+    const std::string single = run({"--capacity", c, "--policy", "lru,opt", "--json"});
+    CHECK(JsonUint(curve, {"lru", "hits"}, pos) == JsonUint(single, {"policies", "lru", "hits"}));
+    CHECK(JsonUint(curve, {"lru", "evictions"}, pos) ==
+          JsonUint(single, {"policies", "lru", "evictions"}));
+    CHECK(JsonUint(curve, {"opt", "hits"}, pos) == JsonUint(single, {"policies", "opt", "hits"}));
+    CHECK(JsonUint(curve, {"opt", "hits"}, pos) >= JsonUint(curve, {"lru", "hits"}, pos));
+  }
+
+  SECTION("--curve alone means ratios 0.1 to 0.9") {
+    const std::string out = run({"--curve", "--json", "--policy", "lru"});
+    CHECK(CountOf(out, "\"capacity\": ") == 9);
+    CHECK(out.find("\"capacity\": 20, \"capacity_ratio\": 0.100000") != std::string::npos);
+    CHECK(out.find("\"capacity\": 180, \"capacity_ratio\": 0.900000") != std::string::npos);
+  }
+  SECTION("the table has one row per capacity") {
+    const std::string out = run({"--capacity", "10,50,120", "--policy", "opt,lru"});
+    const size_t header = out.find("\ncapacity ");
+    REQUIRE(header != std::string::npos);
+    const std::string line = out.substr(header + 1, out.find('\n', header + 1) - header - 1);
+    CHECK(line.find(" ratio ") != std::string::npos);
+    CHECK(line.find(" opt ") != std::string::npos);
+    CHECK(line.find(" lru") != std::string::npos);
+    CHECK(out.find("\n10 ") != std::string::npos);
+    CHECK(out.find("\n50 ") != std::string::npos);
+    CHECK(out.find("\n120 ") != std::string::npos);
+  }
+}
+
+TEST_CASE("simulate with byte sizes", "[cli][simulate]") {
+  TempDir dir;
+  const std::string path = dir.File("seq.txt");
+  WriteAll(path, "0\n1\n2\n0\n1\n3\n0\n");
+  SECTION("--item-size: a byte capacity holds capacity / size items") {
+    CliResult r = dir.Run({"simulate", "--plan", path, "--item-size", "1KiB", "--capacity-bytes",
+                           "2.5KiB", "--policy", "opt,lru", "--json"});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(JsonUint(r.out, {"capacity"}) == 2560);
+    CHECK(JsonUint(r.out, {"total_bytes"}) == 4096);
+    CHECK(JsonUint(r.out, {"policies", "opt", "hits"}) == 3);
+    CHECK(JsonUint(r.out, {"policies", "opt", "bytes_hit"}) == 3072);
+    CHECK(JsonUint(r.out, {"policies", "opt", "bytes_read"}) == 7168);
+  }
+  SECTION("--sizes: per-item sizes from a file") {
+    const std::string sizes = dir.File("sizes.txt");
+    WriteAll(sizes, "100\n100\n100\n100\n");
+    CliResult r = dir.Run({"simulate", "--plan", path, "--sizes", sizes, "--capacity-bytes",
+                           "200", "--policy", "opt,lru", "--json"});
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(JsonUint(r.out, {"policies", "opt", "hits"}) == 3);
+    CHECK(JsonUint(r.out, {"policies", "opt", "bytes_hit"}) == 300);
+    CHECK(JsonUint(r.out, {"policies", "lru", "hits"}) == 0);
+    CHECK(JsonToken(r.out, {"policies", "opt", "byte_hit_rate"}) == "0.428571");
+    CliResult ratio = dir.Run({"simulate", "--plan", path, "--sizes", sizes,
+                               "--capacity-ratio", "0.5", "--json"});
+    REQUIRE(ratio.status == 0);
+    CHECK(JsonUint(ratio.out, {"capacity"}) == 200);
+  }
+}
+
+TEST_CASE("sizes take units and capacity lists", "[cli][simulate]") {
+  TempDir dir;
+  // 4096 items of 1 KiB: 4 MiB in all.
+  CliResult r = dir.Run({"simulate", "--sampler", "sequential", "--dataset-size", "4096",
+                         "--epochs", "2", "--item-size", "1KiB", "--policy", "lru", "--json",
+                         "--capacity-bytes", "1000,1KB,1kib,1.5KiB,1MB,1MiB,2 MiB,4MiB"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  std::vector<uint64_t> capacities;
+  for (size_t p = r.out.find("\"capacity\": "); p != std::string::npos;
+       p = r.out.find("\"capacity\": ", p + 1)) {
+    capacities.push_back(JsonUint(r.out, {"capacity"}, p));
+  }
+  CHECK(capacities == std::vector<uint64_t>{1000, 1000, 1024, 1536, 1000000, 1048576, 2097152,
+                                            4194304});
+  // A cache of the whole dataset hits every read of the second epoch.
+  const size_t last = r.out.rfind("\"capacity\": ");
+  CHECK(JsonUint(r.out, {"lru", "hits"}, last) == 4096);
+  CHECK(JsonUint(r.out, {"lru", "bytes_hit"}, last) == 4096 * 1024);
+}
+
+TEST_CASE("JSON strings are escaped", "[cli][simulate]") {
+  TempDir dir;
+  const std::string path = dir.File("we\"ird\\name\t.txt");
+  WriteAll(path, "0\n1\n0\n");
+  CliResult r = dir.Run({"simulate", "--plan", path, "--capacity", "1", "--json"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("we\\\"ird\\\\name\\t.txt") != std::string::npos);
+  CliResult info = dir.Run({"plan", "--input", path, "--info", "--json"});
+  REQUIRE(info.status == 0);
+  CHECK(info.out.find("we\\\"ird\\\\name\\t.txt") != std::string::npos);
+}
+
+TEST_CASE("errors are one line and a non-zero exit", "[cli][errors]") {
+  TempDir dir;
+  const std::string seq = dir.File("seq.txt");
+  WriteAll(seq, "0\n1\n2\n0\n1\n3\n0\n");
+
+  SECTION("capacity larger than the dataset") {
+    CliResult r = dir.Run({"simulate", "--plan", seq, "--capacity", "5"});
+    CheckOneLineError(r);
+    CHECK(r.err.find("larger than the dataset") != std::string::npos);
+    CliResult b = dir.Run({"simulate", "--plan", seq, "--item-size", "10", "--capacity-bytes",
+                           "1KB"});
+    CheckOneLineError(b);
+    CHECK(b.err.find("larger than the dataset") != std::string::npos);
+  }
+  SECTION("a malformed text plan names its line") {
+    const std::string bad = dir.File("bad.txt");
+    WriteAll(bad, "0\n1\nabc\n2\n");
+    CliResult r = dir.Run({"simulate", "--plan", bad, "--capacity", "1"});
+    CheckOneLineError(r);
+    CHECK(r.err.find(bad + ":3:") != std::string::npos);
+    CHECK(r.err.find("'abc'") != std::string::npos);
+    CliResult info = dir.Run({"plan", "--input", bad, "--info"});
+    CheckOneLineError(info);
+    CHECK(info.err.find(bad + ":3:") != std::string::npos);
+  }
+  SECTION("a truncated binary plan names its offset") {
+    const std::string bad = dir.File("bad.u32");
+    WriteAll(bad, std::string("\x01\x00\x00\x00\x02\x00", 6));
+    CliResult r = dir.Run({"plan", "--input", bad, "--info"});
+    CheckOneLineError(r);
+    CHECK(r.err.find("offset") != std::string::npos);
+  }
+  SECTION("a missing file is named") {
+    const std::string missing = dir.File("no_such_plan.txt");
+    CliResult r = dir.Run({"simulate", "--plan", missing, "--capacity", "1"});
+    CheckOneLineError(r);
+    CHECK(r.err.find(missing) != std::string::npos);
+    CliResult s = dir.Run({"simulate", "--plan", seq, "--sizes", dir.File("no_sizes.txt"),
+                           "--capacity-ratio", "0.5"});
+    CheckOneLineError(s);
+    CHECK(s.err.find("no_sizes.txt") != std::string::npos);
+  }
+  SECTION("bad numbers") {
+    CliResult r = dir.Run({"simulate", "--plan", seq, "--capacity", "12x"});
+    CheckOneLineError(r);
+    CHECK(r.err.find("--capacity") != std::string::npos);
+    CHECK(r.err.find("'12x'") != std::string::npos);
+    CheckOneLineError(dir.Run({"simulate", "--plan", seq, "--capacity-ratio", "1.5"}));
+    CheckOneLineError(dir.Run({"simulate", "--plan", seq, "--capacity", "1,,2"}));
+    CheckOneLineError(dir.Run({"simulate", "--plan", seq, "--capacity", "-1"}));
+    CheckOneLineError(
+        dir.Run({"simulate", "--plan", seq, "--item-size", "4 XB", "--capacity-ratio", "0.5"}));
+    CheckOneLineError(dir.Run({"plan", "--sampler", "shuffle", "--dataset-size", "1e3",
+                               "--output", dir.File("p.txt")}));
+  }
+  SECTION("bad plan options") {
+    // rank >= world
+    CliResult r = dir.Run({"plan", "--sampler", "distributed", "--dataset-size", "10", "--world",
+                           "2", "--rank", "2", "--output", dir.File("p.txt")});
+    CheckOneLineError(r);
+    CHECK(r.err.find("--rank") != std::string::npos);
+    CheckOneLineError(dir.Run({"plan", "--sampler", "shuffle", "--dataset-size", "0", "--output",
+                               dir.File("p.txt")}));
+    CheckOneLineError(dir.Run({"plan", "--sampler", "shuffle", "--dataset-size", "4294967296",
+                               "--output", dir.File("p.txt")}));
+    CheckOneLineError(dir.Run({"plan", "--sampler", "shuffle", "--dataset-size", "10",
+                               "--epochs", "0", "--output", dir.File("p.txt")}));
+    CliResult kind = dir.Run({"plan", "--sampler", "zigzag", "--dataset-size", "10", "--output",
+                              dir.File("p.txt")});
+    CheckOneLineError(kind);
+    CHECK(kind.err.find("zigzag") != std::string::npos);
+    CheckOneLineError(dir.Run({"plan", "--sampler", "shuffle", "--dataset-size", "10",
+                               "--output", dir.File("p.bin"), "--format", "u32"}));
+    CheckOneLineError(dir.Run({"simulate", "--plan", seq, "--capacity", "1", "--policy",
+                               "opt,belady"}));
+    CheckOneLineError(dir.Run({"plan", "--input", seq, "--seed", "3", "--info"}));
+    CHECK(!std::filesystem::exists(dir.File("p.txt")));
+  }
+  SECTION("command-line parse errors point to --help") {
+    CliResult r = dir.Run({"simulate", "--no-such-option"});
+    CheckOneLineError(r);
+    CHECK(r.err.find("--help") != std::string::npos);
+    CheckOneLineError(dir.Run({"frobnicate"}));
+    CheckOneLineError(dir.Run({}));
+  }
+}
+
+TEST_CASE("--help works for every subcommand", "[cli][help]") {
+  TempDir dir;
+  CliResult top = dir.Run({"--help"});
+  CHECK(top.status == 0);
+  for (const char* sub : {"plan", "simulate", "demo"}) {
+    CHECK(top.out.find(sub) != std::string::npos);
+  }
+  CliResult plan = dir.Run({"plan", "--help"});
+  CHECK(plan.status == 0);
+  CHECK(plan.out.find("--output") != std::string::npos);
+  CHECK(plan.out.find("--info") != std::string::npos);
+  CliResult sim = dir.Run({"simulate", "--help"});
+  CHECK(sim.status == 0);
+  CHECK(sim.out.find("--capacity-ratio") != std::string::npos);
+  CHECK(sim.out.find("--window") != std::string::npos);
+  CliResult demo = dir.Run({"demo", "--help"});
+  CHECK(demo.status == 0);
+  CHECK(demo.out.find("demo") != std::string::npos);
+}
+
+TEST_CASE("simulate's table and the short-window note", "[cli][simulate]") {
+  TempDir dir;
+  // Shuffled epochs of 100: a 16-position window cannot see most next uses.
+  CliResult r = dir.Run({"simulate", "--sampler", "shuffle", "--dataset-size", "100",
+                         "--epochs", "4", "--capacity", "30", "--window", "16", "--policy",
+                         "opt,lru"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("policy") != std::string::npos);
+  CHECK(r.out.find("hit rate") != std::string::npos);
+  CHECK(r.out.find("\nopt ") != std::string::npos);
+  CHECK(r.out.find("\nlru ") != std::string::npos);
+  CHECK(r.out.find("--window 400") != std::string::npos);
+
+  CliResult exact = dir.Run({"simulate", "--sampler", "shuffle", "--dataset-size", "100",
+                             "--epochs", "4", "--capacity", "30", "--policy", "opt,lru"});
+  REQUIRE(exact.status == 0);
+  CHECK(exact.out.find("note:") == std::string::npos);
+}
+
+TEST_CASE("demo prints the reference curve", "[cli][demo]") {
+  TempDir dir;
+  CliResult r = dir.Run({"demo"});
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  for (const char* row : {"\n1000 ", "\n5000 ", "\n9000 "}) {
+    CHECK(r.out.find(row) != std::string::npos);
+  }
+  CHECK(r.out.find("static") != std::string::npos);
+  CHECK(r.out.find("opt-size") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace opt4store

@@ -1,0 +1,108 @@
+// Helpers shared by the opt4store subcommands: the Command record each
+// subcommand registers, number and size parsing, the plan options (shared by
+// every subcommand that takes a plan), and aligned text tables.
+//
+// Parsers return Status with a message that quotes the offending text;
+// callers add the option's name with WithContext("--capacity"). Nothing here
+// throws: the one place that turns a Status into an exit code is main().
+#ifndef OPT4STORE_TOOLS_CLI_COMMON_H_
+#define OPT4STORE_TOOLS_CLI_COMMON_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opt4store/plan.h"
+#include "opt4store/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace opt4store {
+
+// A registered subcommand: its CLI11 node, and what main() runs when the
+// user chose it. The closure owns the subcommand's parsed options.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<Status()> run;
+};
+
+// ---- Numbers and sizes ----------------------------------------------------
+
+// A non-negative decimal integer: digits only, no sign, no spaces.
+Status ParseUint(std::string_view text, uint64_t* value);
+// Comma-separated non-negative integers, e.g. "100,200,400".
+Status ParseUintList(std::string_view text, std::vector<uint64_t>* values);
+// A finite decimal number, e.g. "0.25".
+Status ParseDouble(std::string_view text, double* value);
+Status ParseDoubleList(std::string_view text, std::vector<double>* values);
+
+// A byte count: a number with an optional unit, case-insensitive:
+// B; KiB, MiB, GiB, TiB (powers of 1024); KB, MB, GB, TB (powers of 1000).
+// A fraction is allowed with a unit ("1.5GiB") and rounds to whole bytes.
+Status ParseSize(std::string_view text, uint64_t* bytes);
+Status ParseSizeList(std::string_view text, std::vector<uint64_t>* values);
+
+// "512 B", "1.50 KiB", "3.00 GiB": for people, not for parsing back.
+std::string FormatSize(uint64_t bytes);
+// "1 epoch", "3 epochs": count and noun, with an "s" unless count is 1.
+std::string Plural(uint64_t count, const std::string& noun);
+// "12.34%" for 0.1234.
+std::string FormatPercent(double fraction);
+// printf into a std::string.
+std::string StringPrintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+// ---- Plan options -----------------------------------------------------------
+
+// A plan given on the command line: either a file (--input/--plan FILE) or a
+// generated one (--sampler KIND --dataset-size N ...). Values are kept as
+// text so that every parse error names its option; "" means not given.
+struct PlanOptions {
+  std::string file_flag;  // "--input" or "--plan": how the file is named here
+  std::string file;
+  std::string sampler;
+  std::string dataset_size;
+  std::string epochs;
+  std::string seed;
+  std::string num_samples;
+  std::string world_size;
+  std::string rank;
+  bool drop_last = false;
+  std::string epoch_length;
+};
+
+// Registers the plan options on a subcommand, in a "Plan" group of its help.
+// file_flag names the plan-file option ("--input" for plan, "--plan" for
+// simulate and the store's commands). *options must outlive app's parsing.
+void AddPlanOptions(CLI::App* app, const std::string& file_flag, PlanOptions* options);
+
+// True if the user gave any plan option.
+bool HasPlan(const PlanOptions& options);
+
+// Checks the options (a generated plan's options with a file, rank >= world,
+// ...) and fills *spec. OpenPlanSource() validates the rest.
+Status BuildPlanSpec(const PlanOptions& options, PlanSpec* spec);
+
+// ---- Output -----------------------------------------------------------------
+
+// An aligned text table: the first column left-aligned, the others
+// right-aligned, a rule under the header.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header);
+  void AddRow(std::vector<std::string> row);
+  std::string Render() const;
+
+ private:
+  std::vector<std::vector<std::string>> rows_;  // rows_[0] is the header
+};
+
+// Writes text to stdout; an error if stdout is closed or full.
+Status WriteStdout(std::string_view text);
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_TOOLS_CLI_COMMON_H_

@@ -1,0 +1,21 @@
+// The opt4store subcommands. Each lives in its own <name>_command.cc and
+// exposes one Add<Name>Command() that registers its options on the parent
+// App and returns the Command that main() runs when it was chosen. A new
+// subcommand is a new file, one declaration here and one line in main().
+#ifndef OPT4STORE_TOOLS_COMMANDS_H_
+#define OPT4STORE_TOOLS_COMMANDS_H_
+
+#include "cli_common.h"
+
+namespace opt4store {
+
+// plan: writes a generated plan to a file, or summarises one (--info).
+Command AddPlanCommand(CLI::App* parent);
+// simulate: replays a plan through cache policies and reports hit rates.
+Command AddSimulateCommand(CLI::App* parent);
+// demo: the hit-rate curve of the reference setup (until the store exists).
+Command AddDemoCommand(CLI::App* parent);
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_TOOLS_COMMANDS_H_

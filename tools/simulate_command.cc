@@ -1,0 +1,407 @@
+// opt4store simulate: replays one plan through several cache policies at one
+// or more capacities (Simulate() in simulator.h) and prints their hit rates,
+// as an aligned table or as one deterministic JSON object.
+#include "simulate_command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "json_writer.h"
+#include "opt4store/item_sizes.h"
+#include "opt4store/plan.h"
+#include "opt4store/policy.h"
+#include "opt4store/simulator.h"
+#include "opt4store/status.h"
+
+namespace opt4store {
+
+namespace {
+
+struct SimulateCommandOptions {
+  PlanOptions plan;
+  std::string capacity;
+  std::string capacity_ratio;
+  std::string capacity_bytes;
+  std::string sizes;
+  std::string item_size;
+  std::string policy = "all";
+  std::string window;
+  std::string policy_seed;
+  bool curve = false;
+  bool json = false;
+};
+
+// The ratios --curve uses when no capacity is given.
+std::vector<double> DefaultCurveRatios() {
+  std::vector<double> ratios;
+  for (int k = 1; k <= 9; ++k) ratios.push_back(k / 10.0);
+  return ratios;
+}
+
+std::string DatasetText(const SimulateRequest& r) {
+  std::string text = std::to_string(r.dataset_size) + " items";
+  if (r.bytes_mode) text += ", " + FormatSize(r.total_bytes);
+  return text;
+}
+
+std::string CapacityText(const SimulateRequest& r, uint64_t capacity) {
+  return r.bytes_mode ? FormatSize(capacity) : std::to_string(capacity);
+}
+
+// Resolves the command line into a request: opens the plan once for its
+// shape, loads sizes, and turns every capacity form into numbers.
+Status BuildRequest(const SimulateCommandOptions& o, SimulateRequest* r) {
+  PlanSpec spec;
+  OPT4STORE_RETURN_IF_ERROR(BuildPlanSpec(o.plan, &spec));
+
+  const int forms = !o.capacity.empty() + !o.capacity_ratio.empty() + !o.capacity_bytes.empty();
+  if (forms > 1) {
+    return Status::InvalidArgument("give one of --capacity, --capacity-ratio and "
+                                   "--capacity-bytes");
+  }
+  if (!o.sizes.empty() && !o.item_size.empty()) {
+    return Status::InvalidArgument("give --sizes FILE or --item-size BYTES, not both");
+  }
+  r->bytes_mode = !o.sizes.empty() || !o.item_size.empty();
+  if (!o.capacity.empty() && r->bytes_mode) {
+    return Status::InvalidArgument("--capacity counts items; with --sizes or --item-size give "
+                                   "--capacity-bytes or --capacity-ratio");
+  }
+  if (!o.capacity_bytes.empty() && !r->bytes_mode) {
+    return Status::InvalidArgument("--capacity-bytes needs item sizes: --sizes FILE or "
+                                   "--item-size BYTES");
+  }
+  if (forms == 0 && !o.curve) {
+    return Status::InvalidArgument("no capacity: give --capacity N, --capacity-ratio R, "
+                                   "--capacity-bytes B (with --sizes or --item-size), or --curve");
+  }
+
+  SimulationOptions& sim = r->options;
+  OPT4STORE_RETURN_IF_ERROR(ParsePolicyList(o.policy, &sim.policies).WithContext("--policy"));
+  if (!o.window.empty()) {
+    OPT4STORE_RETURN_IF_ERROR(ParseUint(o.window, &sim.window).WithContext("--window"));
+  }
+  if (!o.policy_seed.empty()) {
+    OPT4STORE_RETURN_IF_ERROR(ParseUint(o.policy_seed, &sim.seed).WithContext("--policy-seed"));
+  }
+
+  // A sizes file lists every id of the dataset, so it defines the dataset
+  // size when a plan file leaves it open (the plan may not read every id).
+  ItemSizes sizes;
+  bool sizes_loaded = false;
+  if (!o.sizes.empty() && spec.dataset_size == 0) {
+    OPT4STORE_RETURN_IF_ERROR(ItemSizes::FromFile(o.sizes, 0, &sizes).WithContext("--sizes"));
+    spec.dataset_size = sizes.num_ids();
+    sizes_loaded = true;
+  }
+  std::unique_ptr<PlanSource> source;
+  OPT4STORE_RETURN_IF_ERROR(OpenPlanSource(spec, &source));
+  r->dataset_size = source->shape().dataset_size;
+  source.reset();
+  const uint64_t n = r->dataset_size;
+
+  if (!o.sizes.empty()) {
+    if (!sizes_loaded) {
+      OPT4STORE_RETURN_IF_ERROR(ItemSizes::FromFile(o.sizes, n, &sizes).WithContext("--sizes"));
+    }
+    r->total_bytes = sizes.Total();
+    sim.sizes = std::move(sizes);
+  } else if (!o.item_size.empty()) {
+    OPT4STORE_RETURN_IF_ERROR(ParseSize(o.item_size, &r->item_size).WithContext("--item-size"));
+    if (r->item_size == 0) return Status::InvalidArgument("--item-size: must be at least 1 byte");
+    if (r->item_size > UINT64_MAX / n) {
+      return Status::InvalidArgument("--item-size: the dataset's total size overflows 64 bits");
+    }
+    r->total_bytes = r->item_size * n;
+  }
+  sim.plan = spec;
+
+  // Capacities as the user sees them: items, or bytes in bytes_mode.
+  const uint64_t whole = r->bytes_mode ? r->total_bytes : n;
+  const std::string dataset = DatasetText(*r);
+  std::vector<uint64_t>& caps = r->capacities;
+  if (!o.capacity.empty()) {
+    OPT4STORE_RETURN_IF_ERROR(ParseUintList(o.capacity, &caps).WithContext("--capacity"));
+  } else if (!o.capacity_bytes.empty()) {
+    OPT4STORE_RETURN_IF_ERROR(
+        ParseSizeList(o.capacity_bytes, &caps).WithContext("--capacity-bytes"));
+  } else {
+    std::vector<double> ratios = DefaultCurveRatios();
+    if (!o.capacity_ratio.empty()) {
+      OPT4STORE_RETURN_IF_ERROR(
+          ParseDoubleList(o.capacity_ratio, &ratios).WithContext("--capacity-ratio"));
+    }
+    for (double ratio : ratios) {
+      if (!(ratio > 0.0 && ratio <= 1.0)) {
+        return Status::InvalidArgument("--capacity-ratio: " + StringPrintf("%g", ratio) +
+                                       " is not in (0, 1]");
+      }
+      caps.push_back(static_cast<uint64_t>(
+          std::llround(static_cast<long double>(ratio) * static_cast<long double>(whole))));
+    }
+  }
+  for (uint64_t c : caps) {
+    if (c > whole) {
+      const char* flag = !o.capacity.empty() ? "--capacity" : "--capacity-bytes";
+      return Status::InvalidArgument(std::string(flag) + " " + CapacityText(*r, c) +
+                                     " is larger than the dataset (" + dataset + ")");
+    }
+    sim.capacities.push_back(r->item_size ? c / r->item_size : c);
+  }
+  r->curve = o.curve || caps.size() > 1;
+  r->json = o.json;
+  return Status::OK();
+}
+
+void ByteCounters(const SimulateRequest& r, uint64_t accesses, const PolicyResult& p,
+                  uint64_t* hit, uint64_t* read) {
+  if (r.item_size) {
+    *hit = p.counters.hits * r.item_size;
+    *read = accesses * r.item_size;
+  } else {
+    *hit = p.bytes_hit;
+    *read = p.bytes_read;
+  }
+}
+
+double Ratio(const SimulateRequest& r, uint64_t capacity) {
+  const uint64_t whole = r.bytes_mode ? r.total_bytes : r.dataset_size;
+  return whole ? static_cast<double>(capacity) / static_cast<double>(whole) : 0.0;
+}
+
+void WritePoliciesJson(const SimulateRequest& r, uint64_t accesses, const CapacityResult& point,
+                       JsonWriter* json) {
+  json->BeginObject();
+  for (const PolicyResult& p : point.policies) {
+    json->Key(PolicyName(p.kind));
+    json->BeginObject();
+    json->Field("hits", p.counters.hits);
+    json->Field("misses", p.counters.misses);
+    json->Field("hit_rate", p.hit_rate(accesses));
+    json->Field("admissions", p.counters.admissions);
+    json->Field("bypasses", p.counters.bypasses);
+    json->Field("evictions", p.counters.evictions);
+    json->Field("ambiguous", p.counters.ambiguous);
+    if (r.bytes_mode) {
+      uint64_t hit = 0, read = 0;
+      ByteCounters(r, accesses, p, &hit, &read);
+      json->Field("bytes_hit", hit);
+      json->Field("bytes_read", read);
+      json->Field("byte_hit_rate",
+                  read ? static_cast<double>(hit) / static_cast<double>(read) : 0.0);
+    }
+    json->EndObject();
+  }
+  json->EndObject();
+}
+
+// No timings: the same command prints the same bytes.
+std::string ResultJson(const SimulateRequest& r, const SimulationResult& result) {
+  JsonWriter json;
+  json.BeginObject();
+  json.Field("accesses", result.accesses);
+  json.Field("plan", r.options.plan.Describe());
+  json.Field("dataset_size", r.dataset_size);
+  json.Field("distinct_ids", result.distinct_ids);
+  json.Field("epochs", result.shape.epochs);
+  json.Field("epoch_length", result.shape.epoch_length);
+  json.Field("window", result.window);
+  json.Field("exact_window", result.exact_window);
+  json.Field("capacity_unit", r.bytes_mode ? "bytes" : "items");
+  if (r.bytes_mode) json.Field("total_bytes", r.total_bytes);
+  if (r.item_size) json.Field("item_size", r.item_size);
+  if (!r.curve) {
+    json.Field("capacity", r.capacities[0]);
+    json.Field("capacity_ratio", Ratio(r, r.capacities[0]));
+    json.Key("policies");
+    WritePoliciesJson(r, result.accesses, result.points[0], &json);
+  } else {
+    json.Key("curve");
+    json.BeginArray();
+    for (size_t i = 0; i < result.points.size(); ++i) {
+      json.BeginObject();
+      json.Field("capacity", r.capacities[i]);
+      json.Field("capacity_ratio", Ratio(r, r.capacities[i]));
+      json.Key("policies");
+      WritePoliciesJson(r, result.accesses, result.points[i], &json);
+      json.EndObject();
+    }
+    json.EndArray();
+  }
+  json.EndObject();
+  return json.str() + "\n";
+}
+
+std::string HeaderText(const SimulateRequest& r, const SimulationResult& result) {
+  auto u = [](uint64_t v) { return std::to_string(v); };
+  std::string out;
+  out += "plan:      " + r.options.plan.Describe() + "\n";
+  out += "reads:     " + u(result.accesses) + " (" + Plural(result.shape.epochs, "epoch") + " x " +
+         u(result.shape.epoch_length) + "), " + u(result.distinct_ids) + " distinct ids of " +
+         DatasetText(r) + "\n";
+  out += "window:    " + u(result.window) + " positions" +
+         (result.exact_window ? " (the whole plan: opt is exact)\n" : "\n");
+  if (!r.curve) {
+    out += "capacity:  " + CapacityText(r, r.capacities[0]) + (r.bytes_mode ? "" : " items") +
+           " (" + FormatPercent(Ratio(r, r.capacities[0])) + " of the dataset)\n";
+  }
+  return out;
+}
+
+std::string SingleTable(const SimulateRequest& r, const SimulationResult& result) {
+  const bool byte_column = r.bytes_mode && r.item_size == 0;
+  std::vector<std::string> header = {"policy", "hits", "hit rate"};
+  if (byte_column) header.push_back("byte hit rate");
+  header.insert(header.end(), {"bypasses", "evictions"});
+  TextTable table(std::move(header));
+  for (const PolicyResult& p : result.points[0].policies) {
+    std::vector<std::string> row = {PolicyName(p.kind), std::to_string(p.counters.hits),
+                                    FormatPercent(p.hit_rate(result.accesses))};
+    if (byte_column) row.push_back(FormatPercent(p.byte_hit_rate()));
+    row.push_back(std::to_string(p.counters.bypasses));
+    row.push_back(std::to_string(p.counters.evictions));
+    table.AddRow(std::move(row));
+  }
+  return table.Render();
+}
+
+// One row per capacity, one column per policy.
+std::string CurveTable(const SimulateRequest& r, const SimulationResult& result,
+                       bool byte_hit_rate) {
+  std::vector<std::string> header = {"capacity", "ratio"};
+  for (PolicyKind kind : r.options.policies) header.push_back(PolicyName(kind));
+  TextTable table(std::move(header));
+  for (size_t i = 0; i < result.points.size(); ++i) {
+    std::vector<std::string> row = {CapacityText(r, r.capacities[i]),
+                                    FormatPercent(Ratio(r, r.capacities[i]))};
+    for (const PolicyResult& p : result.points[i].policies) {
+      row.push_back(FormatPercent(byte_hit_rate ? p.byte_hit_rate()
+                                                : p.hit_rate(result.accesses)));
+    }
+    table.AddRow(std::move(row));
+  }
+  return table.Render();
+}
+
+// Non-empty when opt ran on a window too short to know every next use.
+std::string AmbiguityNote(const SimulationResult& result) {
+  uint64_t ambiguous = 0;
+  for (const CapacityResult& point : result.points) {
+    for (const PolicyResult& p : point.policies) {
+      if (p.kind == PolicyKind::kOpt || p.kind == PolicyKind::kOptSize) {
+        ambiguous = std::max(ambiguous, p.counters.ambiguous);
+      }
+    }
+  }
+  if (ambiguous == 0) return "";
+  return StringPrintf(
+      "note: the look-ahead window (%llu positions) is shorter than the plan (%llu reads), so "
+      "opt made %llu decisions between items whose next reads it could not see and may fall "
+      "short of exact OPT; pass --window %llu for exact OPT\n",
+      static_cast<unsigned long long>(result.window),
+      static_cast<unsigned long long>(result.accesses),
+      static_cast<unsigned long long>(ambiguous),
+      static_cast<unsigned long long>(result.accesses));
+}
+
+Status RunSimulateCommand(const SimulateCommandOptions& options) {
+  SimulateRequest request;
+  OPT4STORE_RETURN_IF_ERROR(BuildRequest(options, &request));
+  return RunSimulation(request);
+}
+
+}  // namespace
+
+Status RunSimulation(const SimulateRequest& r) {
+  if (r.capacities.size() != r.options.capacities.size() || r.capacities.empty()) {
+    return Status::InvalidArgument("simulate: capacities do not match");
+  }
+  SimulationResult result;
+  OPT4STORE_RETURN_IF_ERROR(Simulate(r.options, &result));
+  if (result.points.size() != r.capacities.size()) {
+    return Status::Corruption("simulator returned " + std::to_string(result.points.size()) +
+                              " points for " + std::to_string(r.capacities.size()) +
+                              " capacities");
+  }
+  for (const CapacityResult& point : result.points) {
+    if (point.policies.size() != r.options.policies.size()) {
+      return Status::Corruption("simulator returned a point without every policy");
+    }
+  }
+
+  const std::string note = AmbiguityNote(result);
+  if (r.json) {
+    // stdout holds only the JSON object; the note goes to stderr.
+    if (!note.empty()) std::fputs(note.c_str(), stderr);
+    return WriteStdout(ResultJson(r, result));
+  }
+  std::string out = HeaderText(r, result) + "\n";
+  if (!r.curve) {
+    out += SingleTable(r, result);
+  } else {
+    out += "hit rate by capacity (rows) and policy (columns):\n\n";
+    out += CurveTable(r, result, false);
+    if (r.bytes_mode && r.item_size == 0) {
+      out += "\nbyte hit rate by capacity (rows) and policy (columns):\n\n";
+      out += CurveTable(r, result, true);
+    }
+  }
+  if (!note.empty()) out += "\n" + note;
+  return WriteStdout(out);
+}
+
+Command AddSimulateCommand(CLI::App* parent) {
+  auto options = std::make_shared<SimulateCommandOptions>();
+  CLI::App* app = parent->add_subcommand(
+      "simulate",
+      "Replay a plan through cache policies and compare their hit rates.\n"
+      "  opt4store simulate --plan p.npy --capacity-ratio 0.2 --policy opt,lru\n"
+      "  opt4store simulate --sampler shuffle --dataset-size 1000 --epochs 3 --curve --json");
+  AddPlanOptions(app, "--plan", &options->plan);
+  const char* kCapacity = "Capacity (lists are comma-separated; several values make a curve)";
+  app->add_option("--capacity", options->capacity, "Cache capacity in items")
+      ->type_name("N[,N...]")
+      ->group(kCapacity);
+  app->add_option("--capacity-ratio", options->capacity_ratio,
+                  "Capacity as a fraction in (0, 1] of the dataset's items, or of its bytes "
+                  "with --sizes/--item-size")
+      ->type_name("R[,R...]")
+      ->group(kCapacity);
+  app->add_option("--capacity-bytes", options->capacity_bytes,
+                  "Capacity in bytes (suffixes KiB, MiB, GiB, TiB, KB, MB, GB, TB); needs "
+                  "--sizes or --item-size")
+      ->type_name("B[,B...]")
+      ->group(kCapacity);
+  app->add_option("--sizes", options->sizes,
+                  "Number file whose i-th value is the byte size of id i")
+      ->type_name("FILE")
+      ->group(kCapacity);
+  app->add_option("--item-size", options->item_size, "Every item is this many bytes")
+      ->type_name("BYTES")
+      ->group(kCapacity);
+  app->add_flag("--curve", options->curve,
+                "Print a curve; without a capacity, ratios 0.1, 0.2, ..., 0.9")
+      ->group(kCapacity);
+  app->add_option("--policy", options->policy,
+                  "'all' or a comma-separated list of: opt, opt-size, lru, lfu, fifo, random, "
+                  "static, none (default all)")
+      ->type_name("LIST");
+  app->add_option("--window", options->window,
+                  "Look-ahead in positions for opt (default: the whole plan, up to 8 Mi)")
+      ->type_name("N");
+  app->add_option("--policy-seed", options->policy_seed, "Seed of the random policy (default 0)")
+      ->type_name("S");
+  app->add_flag("--json", options->json, "Print one JSON object instead of a table");
+  return Command{app, [options] { return RunSimulateCommand(*options); }};
+}
+
+}  // namespace opt4store
