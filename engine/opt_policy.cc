@@ -76,6 +76,42 @@ class OptPolicy final : public Policy {
     return false;
   }
 
+  void StepBatch(const Access* accesses, size_t n, const uint64_t* costs,
+                 const StepReveal* reveals, size_t num_reveals, uint8_t* hits) override {
+    if (track_ids_ || costs != nullptr || hits != nullptr) {
+      Policy::StepBatch(accesses, n, costs, reveals, num_reveals, hits);
+      return;
+    }
+    // Untracked, unit costs: the hit test is a bit test at the read's own
+    // position, and nothing is looked up by id.
+    constexpr size_t kAhead = 16;
+    size_t next_reveal = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n && accesses[i + kAhead].next < kFar) {
+        bitmap_.Prefetch(accesses[i + kAhead].next & mask_);
+      }
+      const Access& access = accesses[i];
+      now_ = access.pos;
+      const uint64_t slot = access.pos & mask_;
+      if (bitmap_.Test(slot)) {
+        ++counters_.hits;
+        bitmap_.Clear(slot);
+        Link(kUnknownId, access.id, access.next);
+      } else {
+        ++counters_.misses;
+        if (OnMiss(access, 1, nullptr)) {
+          ++counters_.admissions;
+        } else {
+          ++counters_.bypasses;
+        }
+      }
+      while (next_reveal < num_reveals && reveals[next_reveal].step == i) {
+        const StepReveal& r = reveals[next_reveal++];
+        OnReveal(Reveal{true, r.id, r.next});
+      }
+    }
+  }
+
   void OnHit(const Access& access) override {
     now_ = access.pos;
     Unlink(access.id);

@@ -56,6 +56,24 @@ Status ParsePolicyList(std::string_view list, std::vector<PolicyKind>* kinds) {
   return Status::OK();
 }
 
+void Policy::StepBatch(const Access* accesses, size_t n, const uint64_t* costs,
+                       const StepReveal* reveals, size_t num_reveals, uint8_t* hits) {
+  // Reads ahead at which the policy is asked to prefetch its state.
+  constexpr size_t kPrefetchAhead = 8;
+  std::vector<ItemId> evicted;
+  size_t next_reveal = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) Prefetch(accesses[i + kPrefetchAhead]);
+    const bool hit = Step(accesses[i], costs ? costs[i] : 1, &evicted);
+    if (hits) hits[i] = hit;
+    evicted.clear();
+    while (next_reveal < num_reveals && reveals[next_reveal].step == i) {
+      const StepReveal& r = reveals[next_reveal++];
+      OnReveal(Reveal{true, r.id, r.next});
+    }
+  }
+}
+
 Status NewPolicy(const PolicyOptions& options, std::unique_ptr<Policy>* policy) {
   if (options.num_ids == 0 || options.num_ids > kMaxDatasetSize) {
     return Status::InvalidArgument("a policy needs 1 to 2^32-1 ids, not " +

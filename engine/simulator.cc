@@ -10,8 +10,6 @@ namespace opt4store {
 namespace {
 
 constexpr size_t kBlock = 4096;
-// Reads ahead at which a policy is asked to prefetch its state.
-constexpr size_t kPrefetchAhead = 8;
 
 using Clock = std::chrono::steady_clock;
 
@@ -85,7 +83,7 @@ Status RunPass(const SimulationOptions& options, uint64_t capacity,
   std::vector<Access> accesses(kBlock);
   std::vector<StepReveal> reveals;
   std::vector<uint64_t> costs(kBlock);
-  std::vector<ItemId> evicted;
+  std::vector<uint8_t> hits(kBlock);
   const bool uniform_cost = !BytesMode(options.sizes);
   uint64_t bytes_read = 0;
   uint64_t total = 0;
@@ -105,21 +103,18 @@ Status RunPass(const SimulationOptions& options, uint64_t capacity,
     for (size_t p = 0; p < policies.size(); ++p) {
       Policy& policy = *policies[p];
       PolicyResult& r = (*out)[p];
-      size_t next_reveal = 0;
-      uint64_t hits_before = policy.counters().hits;
+      const uint64_t hits_before = policy.counters().hits;
       const Clock::time_point start = Clock::now();
-      for (size_t i = 0; i < n; ++i) {
-        if (i + kPrefetchAhead < n) policy.Prefetch(accesses[i + kPrefetchAhead]);
-        const uint64_t cost = uniform_cost ? 1 : costs[i];
-        if (policy.Step(accesses[i], cost, &evicted) && !uniform_cost) r.bytes_hit += cost;
-        evicted.clear();
-        while (next_reveal < reveals.size() && reveals[next_reveal].step == i) {
-          const StepReveal& sr = reveals[next_reveal++];
-          policy.OnReveal(Reveal{true, sr.id, sr.next});
+      policy.StepBatch(accesses.data(), n, uniform_cost ? nullptr : costs.data(),
+                       reveals.data(), reveals.size(), uniform_cost ? nullptr : hits.data());
+      r.seconds += SecondsSince(start);
+      if (uniform_cost) {
+        r.bytes_hit += policy.counters().hits - hits_before;
+      } else {
+        for (size_t i = 0; i < n; ++i) {
+          if (hits[i]) r.bytes_hit += costs[i];
         }
       }
-      r.seconds += SecondsSince(start);
-      if (uniform_cost) r.bytes_hit += policy.counters().hits - hits_before;
     }
   }
   OPT4STORE_RETURN_IF_ERROR(stream->status());

@@ -120,6 +120,14 @@ class Policy {
   // The stream revealed the exact next read of an id whose next was kFar.
   virtual void OnReveal(const Reveal& reveal) { (void)reveal; }
 
+  // Step() over a block of reads, with the reveals the stream made while
+  // producing it (reveals[k].step = the index after which it applies). Costs
+  // are all 1 when `costs` is null. When `hits` is not null, hits[i] says
+  // whether read i hit. The simulator's inner loop: one virtual call per
+  // block, so a policy can keep its loop tight and prefetch ahead.
+  virtual void StepBatch(const Access* accesses, size_t n, const uint64_t* costs,
+                         const StepReveal* reveals, size_t num_reveals, uint8_t* hits);
+
   // A hint that `access` comes a few reads from now: touch its state so that
   // the random loads overlap instead of stalling one after another.
   virtual void Prefetch(const Access& access) const { (void)access; }
