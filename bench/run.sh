@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Runs opt4store's benchmark suite and prints a summary.
+#
+#   bench/run.sh BUILD_DIR [--quick]
+#
+# BUILD_DIR is a configured and built tree (./build.sh bench passes build/,
+# a RelWithDebInfo build; a Release build gives the same figures within
+# noise). The benchmarks are $BUILD_DIR/bench/{policy,memory,sizes}_bench.
+#
+# Full runs write bench/results/<bench>.json and <bench>.txt (what
+# bench/README.md quotes). --quick runs small sizes, for a smoke test, and
+# writes to bench/results/tmp/ (git-ignored) so that it never overwrites the
+# full figures. A full run takes about 9 minutes on the 2-core machine.
+#
+# Exit status: 0 if every benchmark ran and every correctness check held
+# (hits identical to the reference, OPT hits == capacity x (E-1) on
+# shuffles, no policy above the exhaustive optimum); otherwise the first
+# failing benchmark's status. A missed speed or memory goal is reported in
+# the summary, and fails the run only with OPT4STORE_BENCH_ENFORCE=1.
+set -uo pipefail
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 64; }
+
+[ $# -ge 1 ] || usage
+BUILD_DIR=$1; shift
+QUICK=()
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK=(--quick) ;;
+    -h|--help) usage ;;
+    *) echo "run.sh: unknown argument $arg" >&2; usage ;;
+  esac
+done
+
+BENCH_SRC=$(cd "$(dirname "$0")" && pwd)
+BIN_DIR=$BUILD_DIR/bench
+if [ ${#QUICK[@]} -gt 0 ]; then
+  OUT_DIR=$BENCH_SRC/results/tmp
+else
+  OUT_DIR=$BENCH_SRC/results
+fi
+mkdir -p "$OUT_DIR"
+
+EXTRA=()
+[ "${OPT4STORE_BENCH_ENFORCE:-0}" = 1 ] && EXTRA+=(--enforce-goals)
+
+echo "opt4store benchmarks ${QUICK[*]:-(full)} from $BIN_DIR -> $OUT_DIR"
+echo "machine: $(nproc) cores, $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)," \
+     "$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM," \
+     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+status=0
+declare -A rc_of secs_of
+for name in policy_bench memory_bench sizes_bench; do
+  bin=$BIN_DIR/$name
+  rm -f "$OUT_DIR/$name.json" "$OUT_DIR/$name.txt"  # never report a stale run
+  if [ ! -x "$bin" ]; then
+    echo "run.sh: $bin not found; build it first (cmake --build $BUILD_DIR --target $name)" >&2
+    rc_of[$name]=127
+    [ $status -eq 0 ] && status=127
+    continue
+  fi
+  echo
+  echo "=== $name ${QUICK[*]}"
+  start=$(date +%s)
+  "$bin" "${QUICK[@]}" "${EXTRA[@]}" --json "$OUT_DIR/$name.json" | tee "$OUT_DIR/$name.txt"
+  rc=${PIPESTATUS[0]}
+  secs_of[$name]=$(( $(date +%s) - start ))
+  rc_of[$name]=$rc
+  if [ "$rc" -ne 0 ] && [ $status -eq 0 ]; then status=$rc; fi
+done
+
+echo
+echo "=== summary ${QUICK[*]}"
+for name in policy_bench memory_bench sizes_bench; do
+  rc=${rc_of[$name]:-127}
+  verdict=ok
+  case "$rc" in
+    0) ;;
+    1) verdict="CORRECTNESS FAILURE (exit 1)" ;;
+    2) verdict="GOAL MISSED (exit 2)" ;;
+    127) verdict="NOT RUN" ;;
+    *) verdict="ERROR (exit $rc)" ;;
+  esac
+  printf '%-13s %-30s %5ss\n' "$name" "$verdict" "${secs_of[$name]:--}"
+  if [ -f "$OUT_DIR/$name.txt" ]; then
+    grep -E '^(summary:|   opt vs reference|   FAILURE|FAILURE)' "$OUT_DIR/$name.txt" | sed 's/^ */    /'
+  fi
+done
+echo "results: $OUT_DIR/*.json (and *.txt)"
+exit $status
