@@ -131,14 +131,12 @@ class OptSizePolicy final : public Policy {
     return static_cast<double>(size) * static_cast<double>(distance);
   }
 
-  // Whether a victim should leave before the incoming item; far against far
-  // is unknown (ambiguous), so no.
+  // Whether a victim should leave before the incoming item: a strictly
+  // larger byte-time. Far against far compares size x window, which decides
+  // by size; the true distances are unknown, so the decision is ambiguous.
   static bool ByteTimeLater(uint64_t victim_next, double victim_score, uint64_t incoming_next,
                             double incoming_score, bool* ambiguous) {
-    if (victim_next == kFar && incoming_next == kFar) {
-      *ambiguous = true;
-      return false;
-    }
+    if (victim_next == kFar && incoming_next == kFar) *ambiguous = true;
     return victim_score > incoming_score;
   }
 

@@ -125,6 +125,7 @@ class Policy {
   // are all 1 when `costs` is null. When `hits` is not null, hits[i] says
   // whether read i hit. The simulator's inner loop: one virtual call per
   // block, so a policy can keep its loop tight and prefetch ahead.
+  // costs[i] and hits[i] belong to accesses[i] (per read, not per id).
   virtual void StepBatch(const Access* accesses, size_t n, const uint64_t* costs,
                          const StepReveal* reveals, size_t num_reveals, uint8_t* hits);
 
