@@ -1,0 +1,273 @@
+// DiskTier: the persistent second tier of the store. It keeps decoded samples
+// (a small `meta` blob and a `payload` blob per item) on local disk within a
+// byte budget, survives restarts and kill -9, and reads in batches.
+//
+// Layout of a store directory:
+//   dir/LOCK                 flock'ed by the owner; holds its pid
+//   dir/index/               RocksDB: the index (id -> segment, offset,
+//                            length, sequence, CRC, codec, sizes) and the
+//                            manifest (format, segment list with a
+//                            recovery watermark each, next segment number,
+//                            highest sequence, the store's own PutMeta keys)
+//   dir/segments/000001.seg  append-only record files (format: segment.h),
+//                            rolled over at segment_bytes
+//
+// Reads go through io_uring (Env's ReadQueue) at a fixed queue depth, with
+// O_DIRECT on an aligned superset of each record; without a ring they fall
+// back to pread, without O_DIRECT to the page cache.
+//
+// Budget and eviction. The segment files together never exceed
+// budget_bytes. A Put that would cross it makes room: it compacts a segment
+// (rewrites its live records, deletes the file) when one is sparse enough or
+// when dead space (records deleted, overwritten or evicted) has grown past
+// max_dead_fraction of the budget; otherwise it evicts, in Belady's order:
+// never read again first, then unknown next use, then the furthest next use
+// (SetNextUse). While space allows, items stay, so that a restart finds
+// them. One segment's worth of the budget is held back so that compaction
+// can always make progress. The tier never bypasses: what to spill is the
+// caller's choice.
+//
+// Durability (SyncMode): kNone leaves write-back to the OS; kOnFlush makes
+// everything Put before a Flush() durable (segments fdatasync'ed, then the
+// RocksDB WAL); kEveryPut syncs each Put before it returns. A kill -9 loses
+// nothing that Put returned OK for; an OS crash loses the unsynced writes.
+// No read ever returns wrong bytes: every record carries a CRC32C, checked
+// on every read; a failing record is dropped and reported as Corruption.
+//
+// Thread safety: a DiskTier is safe for concurrent use by the threads of the
+// process that opened it. Mutations (Put, Delete, Compact, Flush) are
+// serialized; reads (Get, MultiGet, Contains) run concurrently with them and
+// with each other, and never wait for a mutation's I/O. One process at a
+// time: a second Open of the same directory, from this process or another,
+// returns Busy. The tier does not survive fork(): open it in the process
+// that uses it.
+#ifndef OPT4STORE_TIERS_DISK_TIER_H_
+#define OPT4STORE_TIERS_DISK_TIER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opt4store/plan.h"
+#include "opt4store/status.h"
+
+namespace opt4store {
+
+class Env;
+
+// Ids are dense dataset indices: the in-memory index is an array by id
+// (disk_index.h), 20 bytes per id up to the largest one stored or told.
+constexpr ItemId kMaxItemId = (ItemId{1} << 31) - 1;
+
+struct DiskTierOptions {
+  // The most bytes the segment files may hold together. Required (> 0).
+  uint64_t budget_bytes = 0;
+
+  // Segment files roll over at this size. Larger segments mean fewer files
+  // and larger compaction steps. Capped at budget_bytes / 8 (one segment is
+  // held back for compaction) and at 2 GiB.
+  uint64_t segment_bytes = uint64_t{64} << 20;
+
+  enum class Compression {
+    kNone,  // store payloads as given
+    kAuto,  // LZ4 per record, kept only when it saves >= 10%
+  };
+  Compression compression = Compression::kAuto;
+
+  enum class SyncMode { kNone, kOnFlush, kEveryPut };
+  SyncMode sync = SyncMode::kOnFlush;
+
+  // Read aligned supersets of records with O_DIRECT: no double caching in
+  // the page cache, and the RAM tier decides what stays in memory.
+  bool direct_io = true;
+  // Batched reads through io_uring; false forces the pread fallback.
+  bool use_io_uring = true;
+  // Reads in flight per MultiGet.
+  unsigned queue_depth = 32;
+
+  // Compact() rewrites segments whose live bytes are below this fraction of
+  // their size. Under budget pressure too, such a segment is compacted
+  // before anything is evicted.
+  double compact_below_live_ratio = 0.5;
+
+  // Under budget pressure, dead space (records deleted, overwritten or
+  // evicted) is reclaimed by compacting the segment with the lowest live
+  // ratio once dead space reaches this fraction of the budget; below it,
+  // room is made by evicting. Higher: fewer bytes rewritten per byte freed
+  // (lower write amplification), but more of the budget holds dead bytes
+  // instead of items. 0: reclaim dead space before any eviction.
+  double max_dead_fraction = 0.125;
+
+  // Ids are expected below this (the dataset's size): the in-memory index
+  // is sized for it at Open and never grows (24 bytes per id). 0: grow on
+  // demand, with up to 25% slack.
+  uint32_t expected_ids = 0;
+
+  // The file layer for segment I/O; nullptr: Env::Default(). Must outlive
+  // the tier. RocksDB uses its own.
+  Env* env = nullptr;
+};
+
+struct DiskTierStats {
+  uint64_t items = 0;              // ids stored
+  uint64_t live_bytes = 0;         // bytes of the records the index points to
+  uint64_t file_bytes = 0;         // bytes in segment files (<= budget_bytes)
+  uint64_t budget_bytes = 0;
+  uint64_t segments = 0;
+  uint64_t segment_bytes = 0;      // the effective segment size
+
+  uint64_t puts = 0;
+  uint64_t user_bytes_put = 0;     // meta + payload bytes given to Put
+  uint64_t physical_bytes_written = 0;  // record bytes appended, compaction included
+  double write_amplification = 0;  // physical_bytes_written / user_bytes_put
+  uint64_t compressed_records = 0;  // Puts stored with LZ4
+
+  uint64_t gets = 0;               // ids asked for, by Get and MultiGet
+  uint64_t hits = 0;
+  uint64_t corrupt_records = 0;    // records dropped by a failed check
+  uint64_t read_errors = 0;        // reads that failed with an I/O error
+
+  uint64_t evictions = 0;
+  uint64_t compactions = 0;        // segments compacted (or deleted empty)
+  uint64_t compaction_bytes_moved = 0;
+
+  // Recovery, at the last Open.
+  uint64_t recovered_records = 0;  // re-indexed from segment tails
+  uint64_t dropped_on_open = 0;    // index entries past a segment's end
+  uint64_t truncated_bytes = 0;    // torn tails cut off
+
+  uint64_t index_bytes = 0;        // RAM held by the in-memory index
+  double index_bytes_per_item = 0;
+
+  bool io_uring = false;           // batched reads go through io_uring
+  bool direct_io = false;          // aligned reads bypass the page cache
+};
+
+// What Verify found.
+struct VerifyReport {
+  struct Bad {
+    ItemId id = 0;
+    std::string segment;  // file name
+    uint64_t offset = 0;
+    Status status;        // Corruption or IOError, with the reason
+  };
+  uint64_t records_checked = 0;
+  uint64_t bytes_checked = 0;
+  std::vector<Bad> bad;  // in no particular order
+};
+
+class DiskTier {
+ public:
+  // Opens (creating if needed) the store in dir and recovers it: loads the
+  // index, drops entries that point past a segment's end, re-indexes valid
+  // records found after a segment's last indexed one (the newest sequence
+  // wins) and truncates a torn tail. On success *tier owns the store.
+  // Returns: OK, Busy (another open holds dir/LOCK; the message names the
+  // lock file and the holder's pid), InvalidArgument (options),
+  // Corruption (an index or manifest that cannot be read), IOError.
+  static Status Open(const DiskTierOptions& options, const std::string& dir,
+                     std::unique_ptr<DiskTier>* tier);
+
+  // Closes the store (see Close()).
+  ~DiskTier();
+  DiskTier(const DiskTier&) = delete;
+  DiskTier& operator=(const DiskTier&) = delete;
+
+  // Stores a new version of id. meta and payload are copied (or compressed)
+  // before Put returns. If the budget needs room, dead space is reclaimed
+  // and items may be evicted; their ids are appended to *evicted if given.
+  // On an error nothing already stored is harmed and the segment is cut
+  // back to its last good record.
+  // Returns: OK, InvalidArgument (id over kMaxItemId, meta over 64 KiB,
+  // record over 4 GiB), NoSpace (ENOSPC; or the record does not fit in the
+  // budget), IOError.
+  Status Put(ItemId id, std::string_view meta, std::string_view payload,
+             std::vector<ItemId>* evicted = nullptr);
+
+  // Reads id's newest version into *meta and *payload (either may be null).
+  // A record that fails its checks is dropped from the index.
+  // Returns: OK, NotFound, Corruption (treat as a miss), IOError.
+  Status Get(ItemId id, std::string* meta, std::string* payload);
+
+  // Get for n ids at once: up to queue_depth reads in flight, each record
+  // checked and decoded as soon as it arrives. statuses[i] is what Get(ids[i])
+  // would return. metas or payloads may be null.
+  void MultiGet(const ItemId* ids, size_t n, std::string* metas, std::string* payloads,
+                Status* statuses);
+
+  // What the zero-copy MultiGet hands over for ids[i]. meta and payload
+  // (empty unless status is OK) are valid only during the call.
+  using RecordCallback = std::function<void(size_t i, const Status& status,
+                                            std::string_view meta, std::string_view payload)>;
+
+  // MultiGet without the copy into strings: fn(i, ...) runs once per id, on
+  // the calling thread and with no lock held, as soon as the id's record has
+  // arrived and passed its checks, while other reads are still in flight.
+  // Made for a prefetcher that copies straight into the RAM tier. Raw
+  // payloads are viewed in the read buffer; LZ4 ones are decompressed into
+  // a scratch buffer first.
+  void MultiGet(const ItemId* ids, size_t n, const RecordCallback& fn);
+
+  // True when id is stored (its bytes are not read or checked).
+  bool Contains(ItemId id) const;
+
+  // Removes id. Its bytes become dead space for compaction.
+  // Returns: OK, NotFound, IOError.
+  Status Delete(ItemId id);
+
+  // Tells when id is read next, for the eviction order: a position of the
+  // plan, DiskIndex::kNeverRead (UINT64_MAX) for never again. Ids never
+  // told rank as "unknown": after the never-read ones, before the rest.
+  // Kept in memory only; the store re-tells after a restart. Works for ids
+  // not stored yet.
+  void SetNextUse(ItemId id, uint64_t next_use);
+
+  // SyncMode kOnFlush: makes every earlier Put durable: fdatasync of the
+  // segments written since the last Flush, then a sync of the index.
+  // kEveryPut: nothing left to do. kNone: does nothing.
+  // Returns: OK, IOError.
+  Status Flush();
+
+  // Rewrites the live records of every sealed segment whose live ratio is
+  // below compact_below_live_ratio into the active segment, then deletes
+  // the old file; the new locations are indexed (and synced, unless
+  // SyncMode is kNone) before the old file goes. Segments whose live bytes
+  // do not fit in the budget's free space are skipped.
+  // Returns: OK, NoSpace, IOError.
+  Status Compact();
+
+  // Reads and checks every indexed record; fills *report with each one that
+  // fails. Changes nothing (Get drops a corrupt record when it meets it).
+  // Returns: OK when every record checks out, Corruption when report->bad
+  // is not empty, IOError when the tier is closed.
+  Status Verify(VerifyReport* report);
+
+  // Small key/value metadata that persists with the store (options, plan
+  // identity, cursor, ...), in the same RocksDB as the index. Synced like
+  // Puts are (Flush, or every put).
+  // Returns: OK, IOError.
+  Status PutMeta(std::string_view key, std::string_view value);
+  // Returns: OK, NotFound, IOError.
+  Status GetMeta(std::string_view key, std::string* value);
+
+  DiskTierStats GetStats() const;
+
+  // Flushes (per SyncMode), closes the index and releases the lock. Later
+  // calls return IOError. Also done by the destructor.
+  // REQUIRES: no other call on this tier is in progress.
+  // Returns: OK, IOError.
+  Status Close();
+
+ private:
+  class Impl;
+  explicit DiskTier(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_TIERS_DISK_TIER_H_
