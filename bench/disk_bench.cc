@@ -459,6 +459,7 @@ int main(int argc, char** argv) {
   o.budget_bytes = std::max<uint64_t>(static_cast<uint64_t>(gib * (1u << 30) * 1.25),
                                       8 * o.segment_bytes);
   o.queue_depth = kQueueDepth;
+  o.expected_ids = items;  // the store knows its dataset's size
   std::unique_ptr<DiskTier> tier;
   Status s = DiskTier::Open(o, dir, &tier);
   if (!s.ok()) Die(s, "open");

@@ -768,6 +768,15 @@ TEST_CASE("disk tier: one writer and two readers at once", "[disk][threads]") {
   CHECK(tier->GetStats().evictions > 0);
 }
 
+TEST_CASE("disk tier: the index costs 24 bytes per item when sized for the dataset", "[disk]") {
+  TempDir dir;
+  DiskTierOptions o = SmallOptions();
+  o.expected_ids = 2000;
+  auto tier = OpenOrDie(o, dir.path());
+  for (ItemId id = 0; id < 2000; ++id) REQUIRE(tier->Put(id, "", "x").ok());
+  CHECK(tier->GetStats().index_bytes_per_item == 24.0);
+}
+
 TEST_CASE("disk tier: bad arguments", "[disk]") {
   TempDir dir;
   std::unique_ptr<DiskTier> tier;
