@@ -78,7 +78,15 @@ struct DiskTierOptions {
   };
   Compression compression = Compression::kAuto;
 
-  enum class SyncMode { kNone, kOnFlush, kEveryPut };
+  // When writes become durable (see the class comment). In every mode, a
+  // segment that fills up is fdatasync'ed as it is sealed when direct_io is
+  // on: an O_DIRECT read of pages still dirty would wait for their
+  // writeback, far longer than the sync costs once per segment.
+  enum class SyncMode {
+    kNone,      // the OS writes back when it likes; Flush() does nothing
+    kOnFlush,   // Flush() syncs the segments, then the index
+    kEveryPut,  // each Put syncs its segment and the index before returning
+  };
   SyncMode sync = SyncMode::kOnFlush;
 
   // Read aligned supersets of records with O_DIRECT: no double caching in
