@@ -171,15 +171,6 @@ struct alignas(128) RamTier::StatsSlot {
 
 // ---------------------------------------------------------------- sinks
 
-Status StringSink::Prepare(uint64_t meta_size, uint64_t payload_size, void** meta_dst,
-                           void** payload_dst) {
-  meta.resize(meta_size);
-  payload.resize(payload_size);
-  *meta_dst = meta.data();
-  *payload_dst = payload.data();
-  return Status::OK();
-}
-
 // ---------------------------------------------------------------- setup
 
 RamTier::RamTier(std::unique_ptr<SharedSegment> segment) : segment_(std::move(segment)) {

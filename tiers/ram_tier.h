@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "opt4store/plan.h"
+#include "opt4store/read_sink.h"
 #include "opt4store/status.h"
 #include "tiers/arena_allocator.h"
 #include "tiers/shared_memory.h"
@@ -78,30 +79,9 @@ struct ItemInfo {
   uint64_t version = 0;
 };
 
-// Where Read() puts an item. Prepare() is called with the sizes of the
-// version about to be copied and returns the destinations; the bytes land
-// there directly (the Python binding returns a fresh tensor's data pointer).
-// If the item changes during the copy, Read() calls Prepare() again, maybe
-// with other sizes, and copies again; the sink must accept that.
-// Thread safety: Read() calls its sink from the calling thread only; a sink
-// serves one Read() at a time. Process-local.
-class ReadSink {
- public:
-  virtual ~ReadSink() = default;
-  // Returns destinations of at least meta_size and payload_size bytes (a
-  // pointer may be null when its size is 0). A non-OK status aborts Read().
-  virtual Status Prepare(uint64_t meta_size, uint64_t payload_size, void** meta_dst,
-                         void** payload_dst) = 0;
-};
-
-// A sink into two std::strings (tests, tools). Not thread-safe.
-class StringSink : public ReadSink {
- public:
-  Status Prepare(uint64_t meta_size, uint64_t payload_size, void** meta_dst,
-                 void** payload_dst) override;
-  std::string meta;
-  std::string payload;
-};
+// Read() fills a ReadSink (opt4store/read_sink.h): Prepare() is called with
+// the sizes of the version about to be copied; if the item changes during the
+// copy, Prepare() is called again and the copy repeated.
 
 // Totals over every process slot, plus the owner's gauges.
 struct RamTierStats {
@@ -233,6 +213,9 @@ class RamTier {
   void PrefetchData(ItemId id) const;
   // The item's current version word (for Wait).
   uint64_t Version(ItemId id) const;
+  // True when a version (from Peek or Version) says an insert is under way:
+  // Wait() on it rather than loading the item elsewhere.
+  static bool IsFilling(uint64_t version) { return (version & 3) == 2; }
   // Blocks until the item's version differs from `observed` and the item is
   // not "filling". Returns OK when it is resident, NotFound when the owner
   // evicted it or answered AnswerAbsent, Busy when timeout_ms passed

@@ -1,0 +1,41 @@
+// ReadSink: where a read puts an item's bytes. The store and the RAM tier
+// ask the sink for the final destination (a tensor the Python binding has
+// just allocated, a std::string, a caller's buffer) once they know the
+// sizes, and copy there exactly once.
+//
+// Thread safety: a read calls its sink from the calling thread only; a sink
+// serves one read at a time. Process-local.
+#ifndef OPT4STORE_READ_SINK_H_
+#define OPT4STORE_READ_SINK_H_
+
+#include <cstdint>
+#include <string>
+
+#include "opt4store/status.h"
+
+namespace opt4store {
+
+class ReadSink {
+ public:
+  virtual ~ReadSink() = default;
+  // Returns destinations of at least meta_size and payload_size bytes (a
+  // pointer may be null when its size is 0). A non-OK status aborts the
+  // read. If the item changes during a copy, the reader calls Prepare()
+  // again, maybe with other sizes, and copies again; the sink must accept
+  // that.
+  virtual Status Prepare(uint64_t meta_size, uint64_t payload_size, void** meta_dst,
+                         void** payload_dst) = 0;
+};
+
+// A sink into two std::strings (tests, tools). Not thread-safe.
+class StringSink : public ReadSink {
+ public:
+  Status Prepare(uint64_t meta_size, uint64_t payload_size, void** meta_dst,
+                 void** payload_dst) override;
+  std::string meta;
+  std::string payload;
+};
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_READ_SINK_H_
