@@ -250,6 +250,7 @@ class DiskTier::Impl {
   Status PutMeta(std::string_view key, std::string_view value);
   Status GetMeta(std::string_view key, std::string* value);
   DiskTierStats GetStats() const;
+  std::vector<DiskSegmentInfo> Segments() const;
   Status Close();
 
  private:
@@ -1272,6 +1273,24 @@ Status DiskTier::Impl::GetMeta(std::string_view key, std::string* value) {
   return FromRocks(s, "get meta");
 }
 
+std::vector<DiskSegmentInfo> DiskTier::Impl::Segments() const {
+  std::vector<DiskSegmentInfo> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t s = 1; s < segments_.size(); ++s) {
+    if (!segments_[s]) continue;
+    DiskSegmentInfo info;
+    info.name = segments_[s]->name;
+    info.file_bytes = segments_[s]->size;
+    info.live_bytes = segments_[s]->live_bytes;
+    out.push_back(std::move(info));
+  }
+  // active_ belongs to write_mu_; the newest number is the active segment.
+  std::sort(out.begin(), out.end(),
+            [](const DiskSegmentInfo& a, const DiskSegmentInfo& b) { return a.name < b.name; });
+  if (!out.empty()) out.back().active = true;
+  return out;
+}
+
 DiskTierStats DiskTier::Impl::GetStats() const {
   DiskTierStats st;
   {
@@ -1386,6 +1405,7 @@ Status DiskTier::GetMeta(std::string_view key, std::string* value) {
   return impl_->GetMeta(key, value);
 }
 DiskTierStats DiskTier::GetStats() const { return impl_->GetStats(); }
+std::vector<DiskSegmentInfo> DiskTier::Segments() const { return impl_->Segments(); }
 Status DiskTier::Close() { return impl_->Close(); }
 
 }  // namespace opt4store

@@ -155,6 +155,14 @@ struct DiskTierStats {
   bool direct_io = false;          // aligned reads bypass the page cache
 };
 
+// One segment file, for `opt4store inspect`.
+struct DiskSegmentInfo {
+  std::string name;         // file name under dir/segments
+  uint64_t file_bytes = 0;  // bytes appended
+  uint64_t live_bytes = 0;  // bytes of the records the index points to
+  bool active = false;      // the segment Puts append to
+};
+
 // What Verify found.
 struct VerifyReport {
   struct Bad {
@@ -263,6 +271,8 @@ class DiskTier {
   Status GetMeta(std::string_view key, std::string* value);
 
   DiskTierStats GetStats() const;
+  // The segment files, oldest first.
+  std::vector<DiskSegmentInfo> Segments() const;
 
   // Flushes (per SyncMode), closes the index and releases the lock. Later
   // calls return IOError. Also done by the destructor.
