@@ -1,0 +1,355 @@
+// Store: the two-tier cache of decoded training samples.
+//
+//   RAM tier   a byte budget in ONE shared-memory segment: the process that
+//              opened the store (the owner) and its DataLoader workers,
+//              forked or spawned, read one copy.
+//   disk tier  a RocksDB index + append-only segment files under `path`,
+//              read in batches through io_uring; persistent across runs.
+//   source     the caller's own loader: a Get that finds nothing returns
+//              NotFound, the caller loads the sample and Puts it.
+//
+// The plan (the sampler's order, known in advance) steers everything; values
+// are always found BY ID, so an access the plan did not predict (drift)
+// still returns the right bytes: it is only counted.
+//
+// Read path of Get(position, id):
+//   1. RAM tier: a seqlock copy straight into the caller's ReadSink. An item
+//      the prefetcher is filling is waited for, not loaded again.
+//   2. disk tier: in the owner, a direct read; in a worker, a fetch request
+//      to the owner on a shared queue, then a wait on the item's state word
+//      (workers never touch RocksDB or a ring: they do not survive fork).
+//   3. NotFound: the caller loads from its source and calls Put().
+// Every Get with a position marks that position consumed; the lowest
+// unconsumed position is the readers' frontier.
+//
+// The owner's planner thread walks the plan ahead of the frontier (up to
+// prefetch_depth positions) and runs the eviction policy (Belady's OPT by
+// default) over it, exactly as the simulator does: the RAM tier holds the
+// policy's resident set plus the items the readers between the frontier
+// and the planner still need. A victim leaves RAM once no position in that
+// span reads it, so readers that lag the planner never lose an item the
+// policy promised them. Items the plan reads soon that sit on the disk tier
+// are read into RAM ahead of the readers (prefetch). So with a capacity in
+// items, uniform sizes, no disk tier and one reader, the store's hits equal
+// the offline OPT's hits on the same plan.
+//
+// Every Put is written through to the disk tier (the disk tier evicts by
+// next use, never-read-again first, under its budget), so that a restart
+// finds what an earlier run loaded. A full disk does not stop the store:
+// it keeps serving from RAM and logs one warning.
+//
+// Values are immutable per id: a Put for an id that a tier already holds
+// does not replace it there. Cache deterministic samples (decoded, resized),
+// not randomly augmented ones.
+//
+// Processes. The process that calls Open() is the owner: it alone opens the
+// disk tier (dir/LOCK: a second process that opens the store for writing
+// gets Busy) and runs the planner thread. A child forked from the owner may
+// use the inherited Store as a reader; a spawned process calls Attach() with
+// handle(). Readers call Get, Put (sent to the owner on the shared queue;
+// dropped, and counted, when the queue is full), MarkConsumed and Stats.
+//
+// Thread safety: every method may be called from any thread of the owner or
+// of a reader process, unless it says otherwise. Process safety: readers in
+// any number of processes; a reader killed at any point blocks nobody (see
+// ram_tier.h and shared_queue.h). Close() and the destructor REQUIRE that no
+// other call on this Store is in progress.
+#ifndef OPT4STORE_STORE_H_
+#define OPT4STORE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opt4store/plan.h"
+#include "opt4store/policy.h"
+#include "opt4store/read_sink.h"
+#include "opt4store/status.h"
+
+namespace opt4store {
+
+class Env;
+
+// A Get or Put without a position in the plan (an admin read, an import).
+constexpr uint64_t kNoPosition = UINT64_MAX;
+
+// Options. A field left unset takes the value the store's manifest holds
+// when the store exists, else the default written next to it. Values given
+// for an existing store must agree with its manifest where the comment says
+// "fixed at creation"; the others may change from run to run and are saved
+// as the new values.
+struct StoreOptions {
+  // ---- Shape: fixed at creation.
+
+  // N: ids are [0, N). Default: the plan's dataset size. Required when
+  // creating a store without a plan.
+  std::optional<uint64_t> dataset_size;
+
+  // ---- Budgets.
+
+  // RAM tier capacity in bytes of item data (meta + payload). Exclusive with
+  // ram_items. Default: 1 GiB.
+  std::optional<uint64_t> ram_bytes;
+  // RAM tier capacity in items instead of bytes (the policy counts items).
+  // The shared segment then reserves address space for ram_items times the
+  // largest item seen, not memory: /dev/shm must hold what is really used.
+  std::optional<uint64_t> ram_items;
+  // Disk tier budget in bytes; 0 disables the disk tier: nothing is written
+  // under `path` and nothing persists. Default: 0 for a new store.
+  std::optional<uint64_t> disk_bytes;
+
+  // ---- Policy and plan.
+
+  // Eviction policy of the RAM tier. Default: opt.
+  std::optional<PolicyKind> policy;
+  // The readers' order. Generated and file plans are saved in the manifest
+  // and reused when a later open gives none; explicit plans are not saved.
+  // Without any plan the RAM tier fills once and never evicts (static).
+  // A plan's dataset size must equal the store's.
+  std::optional<PlanSpec> plan;
+  // Look-ahead of the plan for next uses (positions); 0: the whole plan up
+  // to 8 Mi positions (see next_use.h).
+  uint64_t plan_window = 0;
+
+  // ---- Prefetch.
+
+  // How far the planner runs ahead of the readers' frontier, in positions.
+  // Default: 512.
+  std::optional<uint64_t> prefetch_depth;
+  // RAM bytes, beyond the capacity, for items the readers between the
+  // frontier and the planner still need (prefetched from disk, or kept for
+  // a lagging reader after the policy let them go). Default: 64 MiB, or
+  // 1/8 of the capacity if that is more.
+  std::optional<uint64_t> staging_bytes;
+
+  // ---- Disk tier behaviour (may change between runs).
+
+  enum class Compression { kNone, kAuto };  // kAuto: LZ4 where it saves >= 10%
+  std::optional<Compression> compression;   // default kAuto
+  enum class SyncMode { kNone, kOnFlush, kEveryPut };
+  std::optional<SyncMode> sync;             // default kOnFlush (see disk_tier.h)
+  bool direct_io = true;
+  bool use_io_uring = true;
+
+  // ---- Opening.
+
+  bool create_if_missing = true;
+  bool error_if_exists = false;
+  // Admin mode: the disk tier and the manifest only; no shared memory, no
+  // planner. Get reads the disk tier, Put writes it. For the CLI.
+  bool disk_only = false;
+  // How long a worker waits for the owner to fetch a disk item before it
+  // gives up and loads from the source. Default: 10 s.
+  int64_t fetch_timeout_ms = 10000;
+
+  // Shared-memory names: "/<shm_prefix>-{ram,queue,ctl}.<pid>.<n>".
+  std::string shm_prefix = "opt4store";
+  // Bytes of the queue that carries workers' Puts and fetch requests to the
+  // owner. Default: 64 MiB (a value may use up to half of it).
+  uint64_t queue_bytes = uint64_t{64} << 20;
+
+  // Warnings (full disk, drift, fallbacks), each kind once. Default: stderr.
+  std::function<void(const std::string&)> info_log;
+  // Tests: the file layer of the disk tier's segments; nullptr: the OS.
+  Env* env = nullptr;
+  // Tests: a fake /dev/shm free-space probe.
+  std::function<Status(const std::string& dir, uint64_t* free_bytes)> shm_free_space_for_testing;
+};
+
+// Where a Get found its value.
+enum class GetSource : uint8_t {
+  kRam,   // the RAM tier (also when the prefetcher brought it from disk)
+  kDisk,  // read from the disk tier on demand
+  kMiss,  // nowhere: load from the source and Put
+};
+
+struct StoreStats {
+  // Reader counters, totals over every process that used this store.
+  uint64_t accesses = 0;      // Gets
+  uint64_t hits_ram = 0;      // served from the RAM tier
+  uint64_t hits_disk = 0;     // served by an on-demand disk read
+  uint64_t misses = 0;        // NotFound: the caller loaded from its source
+  uint64_t puts = 0;          // Puts
+  uint64_t puts_dropped = 0;  // worker Puts lost to a full queue
+  uint64_t drift = 0;         // positioned Gets whose id differs from the plan's
+  uint64_t waits = 0;         // Gets that waited for an item in flight
+  uint64_t wait_ns = 0;       // time those waits took
+  uint64_t fetch_requests = 0;  // worker requests for disk items
+  uint64_t fetch_timeouts = 0;
+
+  // Owner counters.
+  uint64_t prefetched = 0;         // disk -> RAM reads ahead of the readers
+  uint64_t prefetch_bytes = 0;
+  uint64_t planned_positions = 0;  // positions the policy has stepped
+  uint64_t policy_hits = 0;        // OPT's (the policy's) hits on them
+  uint64_t ram_insert_failures = 0;  // no room in the arena (fragmentation)
+  uint64_t disk_put_errors = 0;      // writes the disk tier refused (full disk)
+  uint64_t abandoned_positions = 0;  // positions never consumed, skipped
+
+  // Cursor: the readers' frontier in the current plan.
+  uint64_t position = 0;
+  uint64_t epoch = 0;
+  uint64_t total_positions = 0;  // of the plan; 0 without a plan
+
+  // RAM tier.
+  uint64_t ram_items = 0;
+  uint64_t ram_bytes_used = 0;    // meta + payload of resident items
+  uint64_t ram_capacity = 0;      // the policy's capacity (bytes or items)
+  bool ram_capacity_in_items = false;
+  uint64_t ram_arena_bytes = 0;   // capacity + staging, as mapped
+  uint64_t ram_bytes_per_item = 0;  // shared table + owner state, per dataset id
+
+  // Disk tier (zero when disabled).
+  uint64_t disk_items = 0;
+  uint64_t disk_live_bytes = 0;
+  uint64_t disk_file_bytes = 0;
+  uint64_t disk_budget = 0;
+  uint64_t disk_segments = 0;
+  double disk_write_amplification = 0;
+  double disk_space_amplification = 0;  // file bytes / live bytes
+  uint64_t disk_corrupt_records = 0;
+  uint64_t disk_evictions = 0;
+  uint64_t disk_compactions = 0;
+  double disk_index_bytes_per_item = 0;
+  bool io_uring = false;
+  bool direct_io = false;
+};
+
+// A description of the store for `opt4store inspect`.
+struct StoreInfo {
+  std::string path;
+  uint64_t dataset_size = 0;
+  std::string policy;
+  std::string plan;  // PlanSpec::Describe(), or "" without a plan
+  uint64_t ram_bytes = 0;  // 0 when the capacity is in items
+  uint64_t ram_items = 0;
+  uint64_t disk_bytes = 0;
+  uint64_t prefetch_depth = 0;
+  uint64_t staging_bytes = 0;
+  std::string compression;
+  std::string sync;
+  uint64_t cursor_position = 0;
+  uint64_t cursor_epoch = 0;
+  std::string cursor_plan;  // the plan the cursor belongs to
+  struct Segment {
+    std::string name;
+    uint64_t file_bytes = 0;
+    uint64_t live_bytes = 0;
+    uint64_t records = 0;
+  };
+  std::vector<Segment> segments;
+};
+
+// What Verify found: each record that fails, with its reason.
+struct StoreVerifyReport {
+  uint64_t records_checked = 0;
+  uint64_t bytes_checked = 0;
+  struct Bad {
+    ItemId id = 0;
+    std::string where;  // segment file and offset
+    Status status;
+  };
+  std::vector<Bad> bad;
+};
+
+class Store {
+ public:
+  // Opens (or creates) the store at `path` and becomes its owner. Returns
+  // OK; Busy when another process has it open (the message names it);
+  // InvalidArgument for options that contradict each other or the manifest
+  // (each named, with both values); NoSpace when /dev/shm cannot hold the
+  // RAM tier (the message names the size needed and the space free);
+  // NotFound without create_if_missing; Corruption; IOError.
+  static Status Open(const StoreOptions& options, const std::string& path,
+                     std::unique_ptr<Store>* store);
+
+  // Joins a store opened by another process as a reader (a spawned
+  // DataLoader worker), by the owner's handle().
+  static Status Attach(const std::string& handle, std::unique_ptr<Store>* store);
+
+  // Close(), ignoring its status.
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // The name a spawned process passes to Attach().
+  std::string handle() const;
+  // True in the process that opened the store (false in forked children and
+  // attached readers).
+  bool IsOwner() const;
+  uint64_t dataset_size() const;
+
+  // Reads id into *sink. `position` is the read's index in the plan
+  // (kNoPosition for none); it is marked consumed. Returns OK (the sink
+  // holds exactly the bytes that were Put), NotFound (a miss: load and
+  // Put), OutOfRange (id >= dataset_size()), or the sink's error. A corrupt
+  // disk record is a miss (and counted). *source, when given, says where
+  // the value came from.
+  Status Get(uint64_t position, ItemId id, ReadSink* sink, GetSource* source = nullptr);
+
+  // Get for n reads. statuses[i] and sources[i] (sources may be null)
+  // belong to the i-th read. The owner reads the disk-tier items of the
+  // batch in one io_uring batch.
+  void GetBatch(const uint64_t* positions, const ItemId* ids, size_t n, ReadSink* const* sinks,
+                Status* statuses, GetSource* sources = nullptr);
+
+  // Stores a value loaded from the source for the read at `position`. The
+  // RAM tier keeps it if the policy admitted it there (or a read the
+  // planner has seen needs it); the disk tier keeps it while its budget
+  // allows. Returns OK (also when a tier declined it: that is a cache's
+  // choice), InvalidArgument (meta over kMaxMetaBytes), OutOfRange, or
+  // IOError when the store is closed. In a reader process the value goes to
+  // the owner on the shared queue; a full queue drops it (counted).
+  Status Put(uint64_t position, ItemId id, std::string_view meta, std::string_view payload);
+
+  // Marks a position consumed without a Get (a reader that skips it).
+  void MarkConsumed(uint64_t position, ItemId id);
+
+  // ---- Owner only (InvalidArgument in a reader).
+
+  // Replaces the plan: the readers start at `start_position` of the new one.
+  // The RAM tier is emptied (the policy's state belongs to the old plan);
+  // the disk tier keeps everything. The plan's dataset size must match.
+  Status SetPlan(const PlanSpec& plan, uint64_t start_position = 0);
+  // Where the planner started: the cursor saved by the last Flush or Close
+  // when it belongs to the same plan and the readers had not finished it;
+  // else 0. Readers should start there (or call SetPlan with their start):
+  // positions behind the planner are served, but not planned or prefetched.
+  uint64_t ResumePosition() const;
+  // Saves the cursor (the readers' frontier) and makes every earlier Put
+  // durable per the sync mode.
+  Status Flush();
+  // Rewrites sparse disk segments. Returns OK, NoSpace, IOError.
+  Status Compact();
+  // Re-reads and checks every disk record. Returns Corruption when any
+  // failed (listed in *report).
+  Status Verify(StoreVerifyReport* report);
+  Status Inspect(StoreInfo* info);
+
+  // Flushes, stops the planner, saves the cursor and releases the disk
+  // tier and shared memory. Later calls return IOError. In a reader it
+  // detaches. Idempotent.
+  Status Close();
+
+  // In any process: totals across every process (reader counters) plus the
+  // owner's gauges as the owner last published them.
+  StoreStats Stats();
+
+ private:
+  class Impl;
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+const char* CompressionName(StoreOptions::Compression compression);
+Status ParseCompression(std::string_view name, StoreOptions::Compression* compression);
+const char* SyncModeName(StoreOptions::SyncMode sync);
+Status ParseSyncMode(std::string_view name, StoreOptions::SyncMode* sync);
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_STORE_H_

@@ -1,0 +1,136 @@
+// ControlBlock: the small shared-memory segment through which the owner of a
+// Store and its reader processes coordinate, besides the RAM tier and the
+// request queue.
+//
+//   header     names of the RAM tier and queue segments (for Attach), the
+//              dataset size, the fetch timeout, the owner's frontier
+//   counters   reader counters (accesses, hits, misses ...), relaxed atomics
+//              summed over every process, and the owner's gauges as it last
+//              published them
+//   consumed   a ring of R slots, one per plan position modulo R: a reader
+//              stores (plan generation, lap = position / R + 1, id) when it
+//              has read the position; the owner advances the frontier over
+//              slots whose generation and lap match. Stale slots (an older
+//              lap or plan) are harmless without clearing.
+//   on_disk    one bit per id: the disk tier holds it. Readers use it to
+//              decide between "ask the owner" and "load from the source".
+//
+// Thread and process safety: every shared field is an atomic; readers and
+// the owner touch them without locks, so a process killed at any point
+// leaves nothing held. Only the owner writes the header, the frontier, the
+// gauges and on_disk.
+#ifndef OPT4STORE_ENGINE_STORE_CONTROL_BLOCK_H_
+#define OPT4STORE_ENGINE_STORE_CONTROL_BLOCK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "opt4store/plan.h"
+#include "opt4store/status.h"
+#include "tiers/shared_memory.h"
+
+namespace opt4store {
+
+// The counters every process adds to.
+struct SharedCounters {
+  std::atomic<uint64_t> accesses{0};
+  std::atomic<uint64_t> hits_ram{0};
+  std::atomic<uint64_t> hits_disk{0};
+  std::atomic<uint64_t> misses{0};
+  std::atomic<uint64_t> puts{0};
+  std::atomic<uint64_t> puts_dropped{0};
+  std::atomic<uint64_t> waits{0};
+  std::atomic<uint64_t> wait_ns{0};
+  std::atomic<uint64_t> fetch_requests{0};
+  std::atomic<uint64_t> fetch_timeouts{0};
+};
+
+// What the owner publishes for Stats() in other processes.
+struct OwnerGauges {
+  std::atomic<uint64_t> prefetched{0};
+  std::atomic<uint64_t> prefetch_bytes{0};
+  std::atomic<uint64_t> planned_positions{0};
+  std::atomic<uint64_t> policy_hits{0};
+  std::atomic<uint64_t> ram_insert_failures{0};
+  std::atomic<uint64_t> disk_put_errors{0};
+  std::atomic<uint64_t> abandoned_positions{0};
+  std::atomic<uint64_t> drift{0};
+  std::atomic<uint64_t> total_positions{0};
+  std::atomic<uint64_t> epoch_length{0};
+  std::atomic<uint64_t> ram_capacity{0};
+  std::atomic<uint64_t> ram_capacity_in_items{0};
+  std::atomic<uint64_t> disk_items{0};
+  std::atomic<uint64_t> disk_live_bytes{0};
+  std::atomic<uint64_t> disk_file_bytes{0};
+  std::atomic<uint64_t> disk_budget{0};
+};
+
+class ControlBlock {
+ public:
+  static constexpr uint32_t kRingBits = 16;
+  static constexpr uint64_t kRingSize = uint64_t{1} << kRingBits;
+  static constexpr size_t kMaxNameBytes = 255;
+
+  struct Header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t reserved;
+    uint64_t dataset_size;
+    int64_t fetch_timeout_ms;
+    char ram_name[kMaxNameBytes + 1];
+    char queue_name[kMaxNameBytes + 1];
+    alignas(64) std::atomic<uint64_t> frontier;    // owner: lowest unconsumed position
+    std::atomic<uint64_t> plan_generation;         // owner: bumped by each new plan
+    alignas(64) std::atomic<uint64_t> high_water;  // readers: highest consumed + 1
+    alignas(64) std::atomic<uint32_t> owner_closed;
+    alignas(64) SharedCounters counters;
+    alignas(64) OwnerGauges gauges;
+  };
+
+  // Creates the segment (owner). Names longer than kMaxNameBytes are
+  // InvalidArgument.
+  static Status Create(const std::string& prefix, uint64_t dataset_size,
+                       int64_t fetch_timeout_ms, const std::string& ram_name,
+                       const std::string& queue_name, std::unique_ptr<ControlBlock>* out);
+  // Maps an existing one (a spawned reader). Corruption when it is not one.
+  static Status Attach(const std::string& name, std::unique_ptr<ControlBlock>* out);
+
+  const std::string& name() const { return segment_->name(); }
+  Header* header() const { return header_; }
+  SharedCounters& counters() const { return header_->counters; }
+  OwnerGauges& gauges() const { return header_->gauges; }
+  bool IsCreatorProcess() const { return segment_->IsCreatorProcess(); }
+  shm::ProcessIdentity creator() const { return segment_->creator(); }
+
+  // ---- consumed positions
+
+  // Reader: records that `position` was read with `id`. Positions at or
+  // behind the frontier, or a whole ring ahead of it, are not recorded (the
+  // owner skips those as abandoned once readers are far past them).
+  void MarkConsumed(uint64_t position, ItemId id);
+  // Owner: whether `position` was consumed, and with which id.
+  bool Consumed(uint64_t position, ItemId* id) const;
+
+  // ---- on-disk bits (owner writes)
+
+  void SetOnDisk(ItemId id, bool on);
+  bool OnDisk(ItemId id) const {
+    return (on_disk_[id >> 6].load(std::memory_order_acquire) >> (id & 63)) & 1;
+  }
+
+ private:
+  ControlBlock() = default;
+  Status Layout(bool create);
+  uint64_t SlotTag(uint64_t position) const;
+
+  std::unique_ptr<SharedSegment> segment_;
+  Header* header_ = nullptr;
+  std::atomic<uint64_t>* ring_ = nullptr;
+  std::atomic<uint64_t>* on_disk_ = nullptr;
+};
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_ENGINE_STORE_CONTROL_BLOCK_H_

@@ -1,0 +1,68 @@
+// The store's manifest: what a store remembers about itself between runs,
+// kept as small text values in the disk tier's metadata (DiskTier::PutMeta),
+// which lives in the same RocksDB as the index and is synced with it.
+//
+//   "store/format"   "opt4store-store 1"
+//   "store/options"  key=value lines: dataset_size, ram_bytes, ram_items,
+//                    disk_bytes, policy, prefetch_depth, staging_bytes,
+//                    compression, sync
+//   "store/plan"     key=value lines of a generated or file PlanSpec
+//   "store/cursor"   "plan=<PlanSpec::Describe()>" and "position=<n>"
+//
+// Text, so that `strings` on the index shows it and a newer version can add
+// keys; unknown keys are ignored, a malformed value is Corruption.
+#ifndef OPT4STORE_ENGINE_STORE_MANIFEST_H_
+#define OPT4STORE_ENGINE_STORE_MANIFEST_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "opt4store/plan.h"
+#include "opt4store/status.h"
+#include "opt4store/store.h"
+
+namespace opt4store {
+
+constexpr char kManifestFormatKey[] = "store/format";
+constexpr char kManifestFormat[] = "opt4store-store 1";
+constexpr char kManifestOptionsKey[] = "store/options";
+constexpr char kManifestPlanKey[] = "store/plan";
+constexpr char kManifestCursorKey[] = "store/cursor";
+
+// The persisted options: every field set.
+struct ManifestOptions {
+  uint64_t dataset_size = 0;
+  uint64_t ram_bytes = 0;  // 0 when the capacity is in items
+  uint64_t ram_items = 0;  // 0 when the capacity is in bytes
+  uint64_t disk_bytes = 0;
+  PolicyKind policy = PolicyKind::kOpt;
+  uint64_t prefetch_depth = 0;
+  uint64_t staging_bytes = 0;
+  StoreOptions::Compression compression = StoreOptions::Compression::kAuto;
+  StoreOptions::SyncMode sync = StoreOptions::SyncMode::kOnFlush;
+};
+
+std::string EncodeManifestOptions(const ManifestOptions& options);
+Status DecodeManifestOptions(std::string_view text, ManifestOptions* options);
+
+// Generated and file plans only (an explicit plan is the caller's memory).
+bool PlanIsPersistable(const PlanSpec& spec);
+std::string EncodePlanSpec(const PlanSpec& spec);
+Status DecodePlanSpec(std::string_view text, PlanSpec* spec);
+
+struct Cursor {
+  std::string plan;  // PlanSpec::Describe() of the plan it belongs to
+  uint64_t position = 0;
+};
+std::string EncodeCursor(const Cursor& cursor);
+Status DecodeCursor(std::string_view text, Cursor* cursor);
+
+// "key=value" lines into a map; Corruption for a line without '='.
+Status ParseKeyValueLines(std::string_view text, std::map<std::string, std::string>* out);
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_ENGINE_STORE_MANIFEST_H_
