@@ -228,6 +228,8 @@ class Store::Impl {
 
   // ---- readers
   Status ReadRam(ItemId id, ReadSink* sink, bool* found);
+  // ReadRam, waiting for an item that is being filled.
+  Status LookupRam(ItemId id, ReadSink* sink, bool* found);
   Status WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms, ReadSink* sink,
                      bool* found);
   void Mark(uint64_t position, ItemId id);
@@ -987,90 +989,140 @@ void Store::Impl::MarkConsumed(uint64_t position, ItemId id) {
 }
 
 Status Store::Impl::Get(uint64_t position, ItemId id, ReadSink* sink, GetSource* source) {
-  if (closed_.load(std::memory_order_acquire)) return Status::IOError("the store is closed");
-  if (id >= dataset_size_) {
-    return Status::OutOfRange("id " + std::to_string(id) + " is out of range: the store holds " +
-                              std::to_string(dataset_size_) + " items");
-  }
-  GetSource where = GetSource::kMiss;
-  Status result;
-  if (disk_only_) {
-    std::string meta, payload;
-    result = disk_->Get(id, &meta, &payload);
-    if (result.ok()) {
-      result = CopyToSink(sink, meta, payload);
-      where = GetSource::kDisk;
-    }
-    if (source) *source = where;
-    return result;
-  }
-  const bool owner = InOwner();
-  if (owner && PlanPosition(position)) SyncPlanning(position);
-  SharedCounters& c = ctl_->counters();
-  c.accesses.fetch_add(1, std::memory_order_relaxed);
-  bool found = false;
-  OPT4STORE_RETURN_IF_ERROR(ReadRam(id, sink, &found));
-  if (!found) {
-    ItemInfo info;
-    Status p = ram_->Peek(id, &info);
-    if (p.ok()) {
-      OPT4STORE_RETURN_IF_ERROR(ReadRam(id, sink, &found));  // arrived meanwhile
-    } else if (RamTier::IsFilling(info.version)) {
-      OPT4STORE_RETURN_IF_ERROR(
-          WaitAndRead(id, info.version, options_.fetch_timeout_ms, sink, &found));
-    }
-  }
-  if (found) {
-    where = GetSource::kRam;
-  } else if (ctl_->OnDisk(id)) {
-    if (owner && disk_) {
-      std::string meta, payload;
-      Status s = disk_->Get(id, &meta, &payload);
-      if (s.ok()) {
-        OPT4STORE_RETURN_IF_ERROR(CopyToSink(sink, meta, payload));
-        where = GetSource::kDisk;
-        std::lock_guard<std::mutex> lock(mu_);
-        NoteSize(id, meta.size() + payload.size());
-        if (WantedLocked(position, id, meta.size() + payload.size())) {
-          InsertRamLocked(id, meta, payload).PermitUncheckedError();
-        }
-      } else if (!s.IsIOError()) {
-        ctl_->SetOnDisk(id, false);  // NotFound, or a corrupt record dropped
-      }
-    } else if (!owner) {
-      // Ask the owner, then wait on the item's state word.
-      const uint64_t version = ram_->Version(id);
-      FetchMessage f{position, id, 0};
-      c.fetch_requests.fetch_add(1, std::memory_order_relaxed);
-      if (queue_->TryPush(kMsgFetch, &f, sizeof(f)).ok()) {
-        OPT4STORE_RETURN_IF_ERROR(
-            WaitAndRead(id, version, options_.fetch_timeout_ms, sink, &found));
-        if (found) where = GetSource::kDisk;
-      }
-    }
-  }
-  switch (where) {
-    case GetSource::kRam:
-      c.hits_ram.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case GetSource::kDisk:
-      c.hits_disk.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case GetSource::kMiss:
-      c.misses.fetch_add(1, std::memory_order_relaxed);
-      break;
-  }
-  Mark(position, id);
-  if (source) *source = where;
-  return where == GetSource::kMiss ? Status::NotFound("id " + std::to_string(id) +
-                                                      " is not in the store")
-                                   : Status::OK();
+  Status status;
+  GetBatch(&position, &id, 1, &sink, &status, source);
+  return status;
 }
 
+Status Store::Impl::LookupRam(ItemId id, ReadSink* sink, bool* found) {
+  OPT4STORE_RETURN_IF_ERROR(ReadRam(id, sink, found));
+  if (*found) return Status::OK();
+  ItemInfo info;
+  if (ram_->Peek(id, &info).ok()) return ReadRam(id, sink, found);  // arrived meanwhile
+  if (RamTier::IsFilling(info.version)) {
+    return WaitAndRead(id, info.version, options_.fetch_timeout_ms, sink, found);
+  }
+  return Status::OK();
+}
+
+// Three passes: the RAM tier for every read; then the disk tier for the
+// rest, in one io_uring batch in the owner, or as fetch requests sent all at
+// once and then waited for in a worker; then the counters and statuses.
 void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t n,
                            ReadSink* const* sinks, Status* statuses, GetSource* sources) {
+  std::vector<GetSource> where(n, GetSource::kMiss);
+  std::vector<char> done(n, 0);  // an error is already in statuses[i]
   for (size_t i = 0; i < n; ++i) {
-    statuses[i] = Get(positions[i], ids[i], sinks[i], sources ? &sources[i] : nullptr);
+    statuses[i] = Status::OK();
+    if (closed_.load(std::memory_order_acquire)) {
+      statuses[i] = Status::IOError("the store is closed");
+      done[i] = 1;
+    } else if (ids[i] >= dataset_size_) {
+      statuses[i] = Status::OutOfRange("id " + std::to_string(ids[i]) +
+                                       " is out of range: the store holds " +
+                                       std::to_string(dataset_size_) + " items");
+      done[i] = 1;
+    }
+  }
+  if (disk_only_) {
+    for (size_t i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      std::string meta, payload;
+      statuses[i] = disk_->Get(ids[i], &meta, &payload);
+      if (statuses[i].ok()) statuses[i] = CopyToSink(sinks[i], meta, payload);
+      if (statuses[i].ok()) where[i] = GetSource::kDisk;
+      if (sources) sources[i] = where[i];
+    }
+    return;
+  }
+  const bool owner = InOwner();
+  if (owner) {
+    uint64_t last = kNoPosition;
+    for (size_t i = 0; i < n; ++i) {
+      if (PlanPosition(positions[i]) && (last == kNoPosition || positions[i] > last)) {
+        last = positions[i];
+      }
+    }
+    if (last != kNoPosition) SyncPlanning(last);
+  }
+  SharedCounters& c = ctl_->counters();
+  std::vector<size_t> from_disk;
+  std::vector<uint64_t> versions;
+  for (size_t i = 0; i < n; ++i) {
+    if (done[i]) continue;
+    bool found = false;
+    statuses[i] = LookupRam(ids[i], sinks[i], &found);
+    if (!statuses[i].ok()) {
+      done[i] = 1;
+    } else if (found) {
+      where[i] = GetSource::kRam;
+    } else if (ctl_->OnDisk(ids[i])) {
+      from_disk.push_back(i);
+      if (!owner) {
+        // Ask the owner now; wait below, after every request is out.
+        versions.push_back(ram_->Version(ids[i]));
+        FetchMessage f{positions[i], ids[i], 0};
+        c.fetch_requests.fetch_add(1, std::memory_order_relaxed);
+        if (!queue_->TryPush(kMsgFetch, &f, sizeof(f)).ok()) versions.back() = kNever;
+      }
+    }
+  }
+  if (!from_disk.empty() && owner && disk_) {
+    std::vector<ItemId> disk_ids(from_disk.size());
+    for (size_t j = 0; j < from_disk.size(); ++j) disk_ids[j] = ids[from_disk[j]];
+    disk_->MultiGet(disk_ids.data(), disk_ids.size(),
+                    [&](size_t j, const Status& s, std::string_view meta, std::string_view payload) {
+                      const size_t i = from_disk[j];
+                      if (!s.ok()) {
+                        if (!s.IsIOError()) ctl_->SetOnDisk(ids[i], false);
+                        return;  // a miss: the caller loads it
+                      }
+                      statuses[i] = CopyToSink(sinks[i], meta, payload);
+                      if (!statuses[i].ok()) {
+                        done[i] = 1;
+                        return;
+                      }
+                      where[i] = GetSource::kDisk;
+                      const uint64_t size = meta.size() + payload.size();
+                      std::lock_guard<std::mutex> lock(mu_);
+                      NoteSize(ids[i], size);
+                      if (WantedLocked(positions[i], ids[i], size)) {
+                        InsertRamLocked(ids[i], meta, payload).PermitUncheckedError();
+                      }
+                    });
+  } else if (!from_disk.empty() && !owner) {
+    for (size_t j = 0; j < from_disk.size(); ++j) {
+      const size_t i = from_disk[j];
+      if (versions[j] == kNever) continue;  // the request did not go out
+      bool found = false;
+      statuses[i] = WaitAndRead(ids[i], versions[j], options_.fetch_timeout_ms, sinks[i], &found);
+      if (!statuses[i].ok()) {
+        done[i] = 1;
+      } else if (found) {
+        where[i] = GetSource::kDisk;
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (sources) sources[i] = where[i];
+    if (done[i] && statuses[i].IsOutOfRange()) continue;
+    if (closed_.load(std::memory_order_acquire) && done[i]) continue;
+    c.accesses.fetch_add(1, std::memory_order_relaxed);
+    switch (where[i]) {
+      case GetSource::kRam:
+        c.hits_ram.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case GetSource::kDisk:
+        c.hits_disk.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case GetSource::kMiss:
+        c.misses.fetch_add(1, std::memory_order_relaxed);
+        if (statuses[i].ok()) {
+          statuses[i] = Status::NotFound("id " + std::to_string(ids[i]) + " is not in the store");
+        }
+        break;
+    }
+    Mark(positions[i], ids[i]);
   }
 }
 
