@@ -41,13 +41,14 @@
 
 #include "opt4store/plan.h"
 #include "opt4store/status.h"
+#include "opt4store/value.h"
 
 namespace opt4store {
 
 constexpr uint32_t kRecordMagic = 0x5253344F;
 constexpr uint8_t kRecordVersion = 1;
 constexpr size_t kRecordHeaderSize = 40;
-constexpr size_t kMaxMetaBytes = 64 * 1024;
+// kMaxMetaBytes (64 KiB) comes from opt4store/value.h: one limit for the store and the records.
 // Records are addressed with 32-bit lengths.
 constexpr uint64_t kMaxRecordBytes = UINT32_MAX;
 

@@ -11,8 +11,9 @@ constexpr uint32_t kVersion = 1;
 
 uint64_t RingOffset() { return (sizeof(ControlBlock::Header) + 4095) & ~uint64_t{4095}; }
 uint64_t BitsOffset() { return RingOffset() + ControlBlock::kRingSize * 8; }
+uint64_t BitmapBytes(uint64_t dataset_size) { return ((dataset_size + 63) / 64) * 8; }
 uint64_t TotalBytes(uint64_t dataset_size) {
-  return BitsOffset() + ((dataset_size + 63) / 64) * 8;
+  return BitsOffset() + BitmapBytes(dataset_size) + 8 * dataset_size;
 }
 
 }  // namespace
@@ -62,7 +63,14 @@ Status ControlBlock::Layout(bool create) {
   }
   ring_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + RingOffset());
   on_disk_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + BitsOffset());
-  (void)create;  // the segment arrives zero-filled: every slot empty, no bit set
+  expected_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + BitsOffset() +
+                                                       BitmapBytes(header_->dataset_size));
+  // The segment arrives zero-filled: every slot empty, no bit set.
+  if (create) {
+    for (uint64_t id = 0; id < header_->dataset_size; ++id) {
+      expected_[id].store(UINT64_MAX, std::memory_order_relaxed);
+    }
+  }
   return Status::OK();
 }
 

@@ -14,6 +14,10 @@
 //              lap or plan) are harmless without clearing.
 //   on_disk    one bit per id: the disk tier holds it. Readers use it to
 //              decide between "ask the owner" and "load from the source".
+//   expected   per id, the plan position whose reader is loading the item
+//              for the policy (its admission), or UINT64_MAX. A reader at a
+//              later position that misses it waits for that Put instead of
+//              loading it again.
 //
 // Thread and process safety: every shared field is an atomic; readers and
 // the owner touch them without locks, so a process killed at any point
@@ -45,6 +49,8 @@ struct SharedCounters {
   std::atomic<uint64_t> wait_ns{0};
   std::atomic<uint64_t> fetch_requests{0};
   std::atomic<uint64_t> fetch_timeouts{0};
+  std::atomic<uint64_t> expect_waits{0};     // misses that waited for another reader's Put
+  std::atomic<uint64_t> expect_timeouts{0};  // ... in vain
 };
 
 // What the owner publishes for Stats() in other processes.
@@ -120,6 +126,15 @@ class ControlBlock {
     return (on_disk_[id >> 6].load(std::memory_order_acquire) >> (id & 63)) & 1;
   }
 
+  // ---- expected bits (owner writes)
+
+  void SetExpected(ItemId id, uint64_t position) {
+    expected_[id].store(position, std::memory_order_release);
+  }
+  void ClearExpected(ItemId id) { expected_[id].store(UINT64_MAX, std::memory_order_release); }
+  // The position whose Put will bring id, or UINT64_MAX.
+  uint64_t ExpectedFrom(ItemId id) const { return expected_[id].load(std::memory_order_acquire); }
+
  private:
   ControlBlock() = default;
   Status Layout(bool create);
@@ -129,6 +144,7 @@ class ControlBlock {
   Header* header_ = nullptr;
   std::atomic<uint64_t>* ring_ = nullptr;
   std::atomic<uint64_t>* on_disk_ = nullptr;
+  std::atomic<uint64_t>* expected_ = nullptr;
 };
 
 }  // namespace opt4store

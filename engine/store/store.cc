@@ -237,7 +237,12 @@ class Store::Impl {
     return position != kNoPosition && position < total_positions_.load(std::memory_order_relaxed);
   }
 
-  enum WarnKind { kWarnDiskFull, kWarnDrift, kWarnRamFull, kWarnQueueFull, kWarnCount };
+  enum WarnKind { kWarnDiskFull, kWarnDrift, kWarnRamFull, kWarnQueueFull, kWarnExpect, kWarnCount };
+  // How long a reader waits for a value another reader is loading, and how
+  // many fruitless waits a process tolerates before it stops waiting.
+  static constexpr int64_t kExpectTimeoutMs = 2000;
+  static constexpr uint64_t kMaxExpectTimeouts = 3;
+  std::atomic<uint64_t> expect_timeouts_{0};  // this process's
 
   // Fixed after open.
   std::string path_;
@@ -622,6 +627,7 @@ Status Store::Impl::InitPlanLocked(const PlanSpec& spec, uint64_t start) {
   std::fill(prefetch_pins_.begin(), prefetch_pins_.end(), 0);
   staged_bytes_ = 0;
   transients_ = {};
+  for (uint64_t id = 0; id < dataset_size_; ++id) ctl_->ClearExpected(static_cast<ItemId>(id));
   total_positions_.store(total);
   ctl_->gauges().total_positions.store(total);
   ctl_->gauges().epoch_length.store(stream_->shape().epoch_length);
@@ -690,6 +696,8 @@ void Store::Impl::PlanAheadLocked(uint64_t limit) {
       policy_hits_.fetch_add(1, std::memory_order_relaxed);
     } else if (policy_->Contains(a.id)) {
       slot.flags |= kAdmitted;
+      // Readers of later positions may wait for this read's Put.
+      if (!ram_->Contains(a.id)) ctl_->SetExpected(a.id, a.pos);
     }
     for (ItemId v : evicted_) MaybeEvictLocked(v);
     if (disk_) {
@@ -799,7 +807,9 @@ Status Store::Impl::InsertRamLocked(ItemId id, std::string_view meta, std::strin
   }
   if (!meta.empty()) std::memcpy(pending.meta, meta.data(), meta.size());
   if (!payload.empty()) std::memcpy(pending.payload, payload.data(), payload.size());
-  return ram_->CommitInsert(pending);
+  OPT4STORE_RETURN_IF_ERROR(ram_->CommitInsert(pending));
+  ctl_->ClearExpected(id);
+  return Status::OK();
 }
 
 void Store::Impl::CollectPrefetchLocked(std::vector<ItemId>* ids) {
@@ -975,7 +985,6 @@ Status Store::Impl::WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms,
   SharedCounters& c = ctl_->counters();
   c.waits.fetch_add(1, std::memory_order_relaxed);
   c.wait_ns.fetch_add(NowNs() - t0, std::memory_order_relaxed);
-  if (w.IsBusy()) c.fetch_timeouts.fetch_add(1, std::memory_order_relaxed);
   if (!w.ok()) return Status::OK();
   return ReadRam(id, sink, found);
 }
@@ -1056,6 +1065,30 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       done[i] = 1;
     } else if (found) {
       where[i] = GetSource::kRam;
+    } else if (!ctl_->OnDisk(ids[i]) && PlanPosition(positions[i]) &&
+               ctl_->ExpectedFrom(ids[i]) < positions[i] &&
+               expect_timeouts_.load(std::memory_order_relaxed) < kMaxExpectTimeouts) {
+      // A reader of an earlier position is loading it for the policy: wait
+      // for its Put rather than load it twice.
+      const uint64_t version = ram_->Version(ids[i]);
+      if (ram_->Contains(ids[i]) || ctl_->ExpectedFrom(ids[i]) >= positions[i]) {
+        statuses[i] = LookupRam(ids[i], sinks[i], &found);
+      } else {
+        c.expect_waits.fetch_add(1, std::memory_order_relaxed);
+        statuses[i] = WaitAndRead(ids[i], version, kExpectTimeoutMs, sinks[i], &found);
+        if (!found && ram_->Version(ids[i]) == version) {
+          c.expect_timeouts.fetch_add(1, std::memory_order_relaxed);
+          if (expect_timeouts_.fetch_add(1) + 1 == kMaxExpectTimeouts) {
+            Warn(kWarnExpect, "readers waited in vain for values other readers should have Put; "
+                              "this process stops waiting for them");
+          }
+        }
+      }
+      if (!statuses[i].ok()) {
+        done[i] = 1;
+      } else if (found) {
+        where[i] = GetSource::kRam;
+      }
     } else if (ctl_->OnDisk(ids[i])) {
       from_disk.push_back(i);
       if (!owner) {
@@ -1096,6 +1129,9 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       if (versions[j] == kNever) continue;  // the request did not go out
       bool found = false;
       statuses[i] = WaitAndRead(ids[i], versions[j], options_.fetch_timeout_ms, sinks[i], &found);
+      if (!found && ram_->Version(ids[i]) == versions[j]) {
+        c.fetch_timeouts.fetch_add(1, std::memory_order_relaxed);
+      }
       if (!statuses[i].ok()) {
         done[i] = 1;
       } else if (found) {
@@ -1152,6 +1188,11 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
       PlanAheadLocked(position + 1);
     }
     if (WantedLocked(position, id, size)) InsertRamLocked(id, meta, payload).PermitUncheckedError();
+    if (ctl_->ExpectedFrom(id) != kNoPosition && !ram_->Contains(id)) {
+      // Readers waiting for this value will not get it from RAM: wake them.
+      ctl_->ClearExpected(id);
+      ram_->AnswerAbsent(id).PermitUncheckedError();
+    }
   }
   WriteThrough(id, meta, payload);
   return Status::OK();
@@ -1282,7 +1323,7 @@ Status Store::Impl::Inspect(StoreInfo* info) {
       }
     }
     for (const DiskSegmentInfo& s : disk_->Segments()) {
-      info->segments.push_back({s.name, s.file_bytes, s.live_bytes, 0});
+      info->segments.push_back({s.name, s.file_bytes, s.live_bytes});
     }
   }
   if (!disk_only_) {
@@ -1350,6 +1391,8 @@ StoreStats Store::Impl::Stats() {
     st.wait_ns = c.wait_ns.load();
     st.fetch_requests = c.fetch_requests.load();
     st.fetch_timeouts = c.fetch_timeouts.load();
+    st.expect_waits = c.expect_waits.load();
+    st.expect_timeouts = c.expect_timeouts.load();
     const OwnerGauges& g = ctl_->gauges();
     st.prefetched = g.prefetched.load();
     st.prefetch_bytes = g.prefetch_bytes.load();
@@ -1375,8 +1418,11 @@ StoreStats Store::Impl::Stats() {
     st.ram_items = r.items_resident;
     st.ram_bytes_used = r.bytes_stored;
     st.ram_arena_bytes = r.capacity_bytes;
-    // Shared table + the owner's handle, pin count, pending list and size.
-    st.ram_bytes_per_item = r.table_bytes_per_item + r.owner_bytes_per_item + 4 + 8 + 4;
+    // Per dataset id: the RAM tier's shared entry and owner handle, the
+    // control block's expected position (8) and on-disk bit, the owner's
+    // prefetch pins (4), pending-read list (8) and size (4). The policy's
+    // own per-id state is on top (opt: see opt_policy.cc).
+    st.ram_bytes_per_item = r.table_bytes_per_item + r.owner_bytes_per_item + 8 + 4 + 8 + 4;
   }
   if (InOwner() && disk_) {
     DiskTierStats d = disk_->GetStats();

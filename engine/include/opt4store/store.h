@@ -18,7 +18,10 @@
 //   2. disk tier: in the owner, a direct read; in a worker, a fetch request
 //      to the owner on a shared queue, then a wait on the item's state word
 //      (workers never touch RocksDB or a ring: they do not survive fork).
-//   3. NotFound: the caller loads from its source and calls Put().
+//   3. NotFound: the caller loads from its source and calls Put(). Except
+//      when the policy holds the item and another reader is loading it (a
+//      read a few positions earlier, in another worker): then the reader
+//      waits for that Put (up to 2 s) rather than loading it a second time.
 // Every Get with a position marks that position consumed; the lowest
 // unconsumed position is the readers' frontier.
 //
@@ -180,6 +183,10 @@ struct StoreStats {
   uint64_t wait_ns = 0;       // time those waits took
   uint64_t fetch_requests = 0;  // worker requests for disk items
   uint64_t fetch_timeouts = 0;
+  // Misses of items the policy holds whose value another reader was still
+  // loading: the reader waited for that Put instead of loading it again.
+  uint64_t expect_waits = 0;
+  uint64_t expect_timeouts = 0;  // ... and gave up after 2 s
 
   // Owner counters.
   uint64_t prefetched = 0;         // disk -> RAM reads ahead of the readers
@@ -239,7 +246,6 @@ struct StoreInfo {
     std::string name;
     uint64_t file_bytes = 0;
     uint64_t live_bytes = 0;
-    uint64_t records = 0;
   };
   std::vector<Segment> segments;
 };
