@@ -16,6 +16,24 @@ Command AddSimulateCommand(CLI::App* parent);
 // demo: the hit-rate curve of the reference setup (until the store exists).
 Command AddDemoCommand(CLI::App* parent);
 
+// The store's admin commands (store_admin.h): they open the store in admin
+// mode (disk tier and manifest only), so they fail with Busy while a
+// training job holds it.
+// create: a new store directory and its manifest.
+Command AddCreateCommand(CLI::App* parent);
+// import: samples from a directory (one per file) or an .npy (one per row).
+Command AddImportCommand(CLI::App* parent);
+// get: one sample's payload to a file, or its value header.
+Command AddGetCommand(CLI::App* parent);
+// inspect: options, plan, cursor, tiers and segments.
+Command AddInspectCommand(CLI::App* parent);
+// verify: checks every record; non-zero exit if any is corrupt.
+Command AddVerifyCommand(CLI::App* parent);
+// compact: rewrites sparse segments.
+Command AddCompactCommand(CLI::App* parent);
+// stats: Store::Stats() as a table or JSON.
+Command AddStatsCommand(CLI::App* parent);
+
 }  // namespace opt4store
 
 #endif  // OPT4STORE_TOOLS_COMMANDS_H_

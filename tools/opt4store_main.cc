@@ -50,6 +50,13 @@ int main(int argc, char** argv) {
       opt4store::AddPlanCommand(&app),
       opt4store::AddSimulateCommand(&app),
       opt4store::AddDemoCommand(&app),
+      opt4store::AddCreateCommand(&app),
+      opt4store::AddImportCommand(&app),
+      opt4store::AddGetCommand(&app),
+      opt4store::AddInspectCommand(&app),
+      opt4store::AddVerifyCommand(&app),
+      opt4store::AddCompactCommand(&app),
+      opt4store::AddStatsCommand(&app),
   };
 
   try {

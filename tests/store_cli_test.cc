@@ -1,0 +1,504 @@
+// Tests of the store's admin commands (create, import, get, inspect, verify,
+// compact, stats): each runs the real opt4store binary (OPT4STORE_CLI) on a
+// store in a scratch directory and checks the bytes that come back, the
+// exit status and the messages. Inputs are written here byte by byte: the
+// .npy files by a small writer that follows the NumPy format spec, so that
+// the reader is checked against the format, not against itself.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "opt4store/store.h"
+#include "test_util.h"
+
+namespace opt4store {
+namespace {
+
+using opt4store_test::MentionsAny;
+using opt4store_test::ReadBytes;
+using opt4store_test::TempDir;
+using opt4store_test::WriteBytes;
+
+struct CliResult {
+  int status = -1;  // the exit status; -1 when killed by a signal
+  std::string out;  // stdout, byte for byte
+  std::string err;
+};
+
+std::string Quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs `opt4store args...` through the shell, stderr to a file.
+CliResult Cli(const TempDir& dir, const std::vector<std::string>& args) {
+  const std::string err_path = dir.File("cli_stderr.txt");
+  std::string cmd = Quoted(OPT4STORE_CLI);
+  for (const std::string& a : args) cmd += " " + Quoted(a);
+  cmd += " 2>" + Quoted(err_path);
+  CliResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[1 << 14];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
+  const int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.err = ReadBytes(err_path);
+  return r;
+}
+
+// Runs and requires success; returns stdout.
+std::string CliOk(const TempDir& dir, const std::vector<std::string>& args) {
+  CliResult r = Cli(dir, args);
+  INFO("args[0]: " << args[0] << "\nstdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.status == 0);
+  return r.out;
+}
+
+// A failure: non-zero exit and the CLI's error prefix on stderr.
+void CheckFails(const CliResult& r) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.status != 0);
+  CHECK(r.status != -1);
+  CHECK(r.err.find("opt4store: error: ") != std::string::npos);
+}
+
+// Deterministic bytes: every value 0..255 shows up for n >= 256.
+std::string Bytes(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    s[i] = static_cast<char>(i < 256 ? (i + seed) & 0xFF : x >> 24);
+  }
+  return s;
+}
+
+// An .npy file per the NumPy format spec: magic, version, little-endian
+// header length, the dict padded with spaces and ended by '\n' so that the
+// data starts on a multiple of 64 bytes.
+// A structured dtype's descr is a list, written without quotes.
+std::string Npy(const std::string& descr, const std::vector<uint64_t>& shape,
+                const std::string& data, int major = 1, const char* fortran = "False") {
+  const std::string value = descr[0] == '[' ? descr : "'" + descr + "'";
+  std::string dict = "{'descr': " + value + ", 'fortran_order': " + fortran + ", 'shape': (";
+  for (size_t i = 0; i < shape.size(); ++i) dict += (i ? ", " : "") + std::to_string(shape[i]);
+  dict += shape.size() == 1 ? ",), }" : "), }";
+  const size_t prefix = major == 1 ? 10 : 12;
+  while ((prefix + dict.size() + 1) % 64 != 0) dict += ' ';
+  dict += '\n';
+  std::string out = "\x93NUMPY";
+  out += static_cast<char>(major);
+  out += '\0';
+  out += opt4store_test::LE(dict.size(), major == 1 ? 2 : 4);
+  return out + dict + data;
+}
+
+// A store with room for n samples, created through the CLI.
+std::string CreateStore(const TempDir& dir, uint64_t n, std::vector<std::string> extra = {}) {
+  const std::string store = dir.File("store");
+  std::vector<std::string> args = {"create", store,  "--dataset-size", std::to_string(n),
+                                   "--ram",  "1MiB", "--disk",         "64MiB"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  CliOk(dir, args);
+  return store;
+}
+
+// The value of a flat JSON key, as raw text ("<missing>" when absent).
+std::string JsonToken(const std::string& json, const std::string& key) {
+  const std::string pattern = "\"" + key + "\": ";
+  size_t at = json.find(pattern);
+  if (at == std::string::npos) return "<missing>";
+  at += pattern.size();
+  return json.substr(at, json.find_first_of(",}]", at) - at);
+}
+
+uint32_t LE32(const std::string& s, size_t at) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(s[at + i]);
+  return v;
+}
+
+// Flips the first payload byte of id's record in the store's segment files
+// (layout in tiers/segment.h: 40-byte header; id at 24, meta_len at 28,
+// stored_len at 36; meta, then the payload). Returns false if not found.
+bool FlipPayloadByte(const std::string& store, uint32_t id) {
+  std::vector<std::string> segments;
+  for (const auto& e : std::filesystem::directory_iterator(store + "/segments")) {
+    if (e.path().extension() == ".seg") segments.push_back(e.path().string());
+  }
+  std::sort(segments.begin(), segments.end());
+  for (const std::string& path : segments) {
+    std::string bytes = ReadBytes(path);
+    size_t at = 0;
+    while (at + 40 <= bytes.size() && LE32(bytes, at) == 0x5253344F) {
+      const uint32_t meta_len = LE32(bytes, at + 28);
+      const uint32_t stored_len = LE32(bytes, at + 36);
+      if (LE32(bytes, at + 24) == id && stored_len > 0) {
+        bytes[at + 40 + meta_len] ^= 0x5A;
+        WriteBytes(path, bytes);
+        return true;
+      }
+      at += 40 + meta_len + stored_len;
+    }
+  }
+  return false;
+}
+
+// Three files and what the importer must skip: a hidden file and a folder.
+// Sorted by name: "a.txt" (id 0), "b.bin" (id 1), "c" (id 2).
+std::vector<std::pair<std::string, std::string>> WriteInputDir(const TempDir& dir) {
+  std::filesystem::create_directory(dir.File("in"));
+  std::filesystem::create_directory(dir.File("in/sub"));
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"a.txt", "hello, store\n"}, {"b.bin", Bytes(3000, 1)}, {"c", Bytes(70000, 2)}};
+  // Written out of order: ids follow names, not creation.
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    WriteBytes(dir.File("in/" + it->first), it->second);
+  }
+  WriteBytes(dir.File("in/.hidden"), "not a sample");
+  WriteBytes(dir.File("in/sub/nested"), "not a sample either");
+  return files;
+}
+
+TEST_CASE("import a directory, then get returns each file's exact bytes", "[store_cli]") {
+  TempDir dir;
+  const std::string store = CreateStore(dir, 10);
+  const auto files = WriteInputDir(dir);
+
+  CliResult imported = Cli(dir, {"import", store, "--from", dir.File("in")});
+  REQUIRE(imported.status == 0);
+  CHECK(imported.out.find("imported 3 samples (ids 0..2)") != std::string::npos);
+  CHECK(imported.out.find("skipped 2") != std::string::npos);
+  // stderr is not a terminal here: no progress line.
+  CHECK(imported.err.find("importing") == std::string::npos);
+
+  for (size_t id = 0; id < files.size(); ++id) {
+    INFO("id " << id << " = " << files[id].first);
+    const std::string dest = dir.File("out" + std::to_string(id));
+    CliOk(dir, {"get", store, std::to_string(id), "-o", dest});
+    CHECK(ReadBytes(dest) == files[id].second);
+    // -o - writes the same bytes to stdout.
+    CHECK(CliOk(dir, {"get", store, std::to_string(id), "-o", "-"}) == files[id].second);
+
+    const std::string meta = CliOk(dir, {"get", store, std::to_string(id), "--meta"});
+    CHECK(meta.find("dtype:    bytes\n") != std::string::npos);
+    CHECK(meta.find("shape:    (" + std::to_string(files[id].second.size()) + ",)\n") !=
+          std::string::npos);
+    CHECK(meta.find("user:     " + files[id].first + "\n") != std::string::npos);
+  }
+
+  SECTION("--first-id shifts the ids") {
+    const std::string again =
+        CliOk(dir, {"import", store, "--from", dir.File("in"), "--first-id", "7"});
+    CHECK(again.find("ids 7..9") != std::string::npos);
+    CliOk(dir, {"get", store, "8", "-o", dir.File("eight")});
+    CHECK(ReadBytes(dir.File("eight")) == files[1].second);
+  }
+}
+
+TEST_CASE("import .npy rows: bytes, dtype and shape come back", "[store_cli]") {
+  TempDir dir;
+  const std::string store = CreateStore(dir, 20);
+
+  // uint8, 5 rows of 7 (one-byte types are written with '|').
+  const std::string u8 = Bytes(5 * 7, 3);
+  WriteBytes(dir.File("u8.npy"), Npy("|u1", {5, 7}, u8));
+  // float32, 4 rows of 2 x 3, in a version 2.0 file.
+  const std::string f32 = Bytes(4 * 2 * 3 * 4, 4);
+  WriteBytes(dir.File("f32.npy"), Npy("<f4", {4, 2, 3}, f32, 2));
+  // int64, 1-D: each row is a scalar.
+  const std::string i64 = Bytes(3 * 8, 5);
+  WriteBytes(dir.File("i64.npy"), Npy("<i8", {3}, i64, 3));
+
+  CHECK(CliOk(dir, {"import", store, "--from", dir.File("u8.npy")})
+            .find("imported 5 samples (ids 0..4)") != std::string::npos);
+  CHECK(CliOk(dir, {"import", store, "--from", dir.File("f32.npy"), "--first-id", "5"})
+            .find("imported 4 samples (ids 5..8)") != std::string::npos);
+  CliOk(dir, {"import", store, "--from", dir.File("i64.npy"), "--first-id", "9"});
+
+  for (int row = 0; row < 5; ++row) {
+    INFO("uint8 row " << row);
+    CHECK(CliOk(dir, {"get", store, std::to_string(row), "-o", "-"}) == u8.substr(row * 7, 7));
+  }
+  for (int row = 0; row < 4; ++row) {
+    INFO("float32 row " << row);
+    CHECK(CliOk(dir, {"get", store, std::to_string(5 + row), "-o", "-"}) ==
+          f32.substr(row * 24, 24));
+  }
+  for (int row = 0; row < 3; ++row) {
+    INFO("int64 row " << row);
+    CHECK(CliOk(dir, {"get", store, std::to_string(9 + row), "-o", "-"}) == i64.substr(row * 8, 8));
+  }
+
+  const std::string m0 = CliOk(dir, {"get", store, "0", "--meta"});
+  CHECK(m0.find("dtype:    uint8\n") != std::string::npos);
+  CHECK(m0.find("shape:    (7,)\n") != std::string::npos);
+  const std::string m5 = CliOk(dir, {"get", store, "6", "--meta"});
+  CHECK(m5.find("dtype:    float32\n") != std::string::npos);
+  CHECK(m5.find("shape:    (2, 3)\n") != std::string::npos);
+  CHECK(m5.find("payload:  24 bytes\n") != std::string::npos);
+  const std::string m9 = CliOk(dir, {"get", store, "9", "--meta"});
+  CHECK(m9.find("dtype:    int64\n") != std::string::npos);
+  CHECK(m9.find("shape:    ()\n") != std::string::npos);
+}
+
+TEST_CASE("import refuses .npy files it cannot turn into samples", "[store_cli]") {
+  TempDir dir;
+  const std::string store = CreateStore(dir, 100);
+  struct Case {
+    const char* name;
+    std::string bytes;
+    std::vector<std::string> words;  // the message says one of these
+  };
+  const std::vector<Case> cases = {
+      {"fortran.npy", Npy("<f4", {2, 3}, Bytes(24, 1), 1, "True"), {"fortran"}},
+      {"object.npy", Npy("|O", {2}, Bytes(16, 1)), {"object"}},
+      {"bigendian.npy", Npy(">i4", {2}, Bytes(8, 1)), {"big-endian"}},
+      {"unicode.npy", Npy("<U3", {2}, Bytes(24, 1)), {"not numeric"}},
+      {"truncated.npy", Npy("<f8", {4, 2}, Bytes(50, 1)), {"offset"}},
+      {"notnpy.npy", "just text, no magic", {"magic"}},
+      {"scalar.npy", Npy("<f4", {}, Bytes(4, 1)), {"0-d"}},
+      {"struct.npy", Npy("[('x', '<f4'), ('y', '<i2')]", {2}, Bytes(12, 1)), {"structured"}},
+      {"badheader.npy", Npy("<f4", {2}, Bytes(8, 1)).replace(10, 9, "{'descx':"), {"malformed"}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    WriteBytes(dir.File(c.name), c.bytes);
+    CliResult r = Cli(dir, {"import", store, "--from", dir.File(c.name)});
+    CheckFails(r);
+    CHECK(MentionsAny(r.err, c.words));
+  }
+  // Nothing was imported by any of them.
+  CHECK(JsonToken(CliOk(dir, {"stats", store, "--json"}), "disk_items") == "0");
+}
+
+TEST_CASE("create over an existing store is an error", "[store_cli]") {
+  TempDir dir;
+  const std::string store = CreateStore(dir, 10);
+  CliResult r =
+      Cli(dir, {"create", store, "--dataset-size", "10", "--ram", "1MiB", "--disk", "64MiB"});
+  CheckFails(r);
+  CHECK(MentionsAny(r.err, {"already exists"}));
+  // The first store is untouched.
+  CliOk(dir, {"inspect", store});
+}
+
+TEST_CASE("create takes sizes with units and writes them to the manifest", "[store_cli]") {
+  TempDir dir;
+  const std::string store = dir.File("store");
+  const std::string out = CliOk(dir, {"create", store, "--dataset-size", "1000", "--ram", "512MiB",
+                                      "--disk", "2GiB", "--compression", "none", "--sync", "none",
+                                      "--policy", "lru", "--prefetch-depth", "64"});
+  CHECK(out.find("created store") != std::string::npos);
+  CHECK(out.find("512.00 MiB") != std::string::npos);
+  const std::string json = CliOk(dir, {"inspect", store, "--json"});
+  CHECK(JsonToken(json, "dataset_size") == "1000");
+  CHECK(JsonToken(json, "ram_bytes") == "536870912");
+  CHECK(JsonToken(json, "disk_bytes") == "2147483648");
+  CHECK(JsonToken(json, "policy") == "\"lru\"");
+  CHECK(JsonToken(json, "compression") == "\"none\"");
+  CHECK(JsonToken(json, "sync") == "\"none\"");
+  CHECK(JsonToken(json, "prefetch_depth") == "64");
+
+  SECTION("a plain byte count and --ram-items") {
+    const std::string other = dir.File("other");
+    CliOk(dir,
+          {"create", other, "--dataset-size", "50", "--ram-items", "20", "--disk", "67108864"});
+    const std::string j = CliOk(dir, {"inspect", other, "--json"});
+    CHECK(JsonToken(j, "ram_items") == "20");
+    CHECK(JsonToken(j, "disk_bytes") == "67108864");
+  }
+  SECTION("a generated plan is saved") {
+    const std::string planned = dir.File("planned");
+    CliOk(dir, {"create", planned, "--sampler", "shuffle", "--dataset-size", "100", "--epochs", "3",
+                "--seed", "4", "--ram-items", "10", "--disk", "64MiB"});
+    const std::string text = CliOk(dir, {"inspect", planned});
+    CHECK(text.find("shuffle") != std::string::npos);
+  }
+  SECTION("bad sizes and missing options are one-line errors") {
+    CliResult bad = Cli(
+        dir, {"create", dir.File("x"), "--dataset-size", "10", "--ram", "12XB", "--disk", "1GiB"});
+    CheckFails(bad);
+    CHECK(bad.err.find("--ram") != std::string::npos);
+    CliResult no_disk = Cli(dir, {"create", dir.File("y"), "--dataset-size", "10"});
+    CheckFails(no_disk);
+    CHECK(no_disk.err.find("--disk") != std::string::npos);
+    CliResult no_n = Cli(dir, {"create", dir.File("z"), "--disk", "1GiB"});
+    CheckFails(no_n);
+    CHECK(no_n.err.find("--dataset-size") != std::string::npos);
+  }
+  SECTION("a create the store refuses leaves nothing behind") {
+    const std::string path = dir.File("refused");
+    CheckFails(Cli(dir, {"create", path, "--dataset-size", "10", "--disk", "64MiB",
+                         "--prefetch-depth", "999999999999"}));
+    CHECK(!opt4store_test::FileExists(path));
+    CliOk(dir, {"create", path, "--dataset-size", "10", "--disk", "64MiB"});
+  }
+}
+
+TEST_CASE("import of more samples than the dataset size is an error", "[store_cli]") {
+  TempDir dir;
+  const std::string store = CreateStore(dir, 2);
+  WriteInputDir(dir);  // three files
+  CliResult r = Cli(dir, {"import", store, "--from", dir.File("in")});
+  CheckFails(r);
+  CHECK(MentionsAny(r.err, {"dataset size is 2"}));
+  CHECK(JsonToken(CliOk(dir, {"stats", store, "--json"}), "disk_items") == "0");
+
+  CliResult shifted = Cli(dir, {"import", store, "--from", dir.File("in"), "--first-id", "1"});
+  CheckFails(shifted);
+}
+
+TEST_CASE("get: a missing id, an id past the dataset, no store", "[store_cli]") {
+  TempDir dir;
+  const std::string store = CreateStore(dir, 10);
+  WriteInputDir(dir);
+  CliOk(dir, {"import", store, "--from", dir.File("in")});
+
+  CliResult missing = Cli(dir, {"get", store, "5", "-o", dir.File("five")});
+  CheckFails(missing);
+  CHECK(missing.err.find("sample 5 is not in the store") != std::string::npos);
+
+  CliResult past = Cli(dir, {"get", store, "10", "-o", dir.File("ten")});
+  CheckFails(past);
+  CHECK(MentionsAny(past.err, {"out of range"}));
+  CHECK(past.err.find("10") != std::string::npos);
+
+  CliResult none = Cli(dir, {"get", dir.File("nowhere"), "0", "--meta"});
+  CheckFails(none);
+  CHECK(none.err.find("no store at " + dir.File("nowhere")) != std::string::npos);
+  for (const char* command : {"inspect", "verify", "compact", "stats"}) {
+    CliResult r = Cli(dir, {command, dir.File("nowhere")});
+    INFO(command);
+    CheckFails(r);
+    CHECK(r.err.find("no store at") != std::string::npos);
+  }
+}
+
+TEST_CASE("verify finds a flipped payload byte; get of that id fails", "[store_cli]") {
+  TempDir dir;
+  // Raw payloads, so that the flipped byte is a payload byte as stored.
+  const std::string store = CreateStore(dir, 10, {"--compression", "none"});
+  const auto files = WriteInputDir(dir);
+  CliOk(dir, {"import", store, "--from", dir.File("in")});
+
+  const std::string clean = CliOk(dir, {"verify", store});
+  CHECK(clean.find("3 records") != std::string::npos);
+  CHECK(clean.find("0 corrupt") != std::string::npos);
+
+  REQUIRE(FlipPayloadByte(store, 1));
+  CliResult r = Cli(dir, {"verify", store});
+  CheckFails(r);
+  CHECK(r.out.find("1 corrupt") != std::string::npos);
+  CHECK(r.err.find("ids 1)") != std::string::npos);
+  // The table's row for id 1.
+  CHECK(r.out.find("\n1  ") != std::string::npos);
+
+  CliResult json = Cli(dir, {"verify", store, "--json"});
+  CHECK(json.status != 0);
+  CHECK(JsonToken(json.out, "corrupt") == "1");
+  CHECK(JsonToken(json.out, "id") == "1");
+
+  CliResult get = Cli(dir, {"get", store, "1", "-o", dir.File("one")});
+  CheckFails(get);
+  CHECK(MentionsAny(get.err, {"corrupt", "not in the store"}));
+  // The other samples still read back.
+  CHECK(CliOk(dir, {"get", store, "0", "-o", "-"}) == files[0].second);
+  CHECK(CliOk(dir, {"get", store, "2", "-o", "-"}) == files[2].second);
+}
+
+TEST_CASE("compact runs and the data still reads back", "[store_cli]") {
+  TempDir dir;
+  const std::string store = CreateStore(dir, 10);
+  const auto files = WriteInputDir(dir);
+  CliOk(dir, {"import", store, "--from", dir.File("in")});
+  const std::string out = CliOk(dir, {"compact", store});
+  CHECK(out.find("before") != std::string::npos);
+  CHECK(out.find("after") != std::string::npos);
+  CHECK(out.find("segments") != std::string::npos);
+  for (size_t id = 0; id < files.size(); ++id) {
+    CHECK(CliOk(dir, {"get", store, std::to_string(id), "-o", "-"}) == files[id].second);
+  }
+  CliOk(dir, {"verify", store});
+}
+
+TEST_CASE("stats --json and inspect describe the store", "[store_cli]") {
+  TempDir dir;
+  const std::string store = CreateStore(dir, 10);
+  const auto files = WriteInputDir(dir);
+  CliOk(dir, {"import", store, "--from", dir.File("in")});
+
+  const std::string json = CliOk(dir, {"stats", store, "--json"});
+  CHECK(json.front() == '{');
+  CHECK(json.back() == '\n');
+  for (const char* key :
+       {"accesses", "hits_ram", "hits_disk", "misses", "puts", "position", "epoch", "ram_items",
+        "ram_bytes_used", "disk_items", "disk_live_bytes", "disk_file_bytes", "disk_segments",
+        "disk_space_amplification", "disk_corrupt_records"}) {
+    INFO(key);
+    CHECK(JsonToken(json, key) != "<missing>");
+  }
+  CHECK(JsonToken(json, "disk_items") == "3");
+  const std::string table = CliOk(dir, {"stats", store});
+  CHECK(table.find("disk tier") != std::string::npos);
+
+  const std::string text = CliOk(dir, {"inspect", store});
+  CHECK(text.find("dataset size:   10 items") != std::string::npos);
+  CHECK(text.find("cursor:         epoch 0, position 0") != std::string::npos);
+  CHECK(text.find("space amplification") != std::string::npos);
+  CHECK(text.find("segments:\n") != std::string::npos);
+  // Every segment file on disk is listed.
+  size_t listed = 0;
+  for (const auto& e : std::filesystem::directory_iterator(store + "/segments")) {
+    if (e.path().extension() != ".seg") continue;
+    INFO(e.path());
+    CHECK(text.find(e.path().filename().string()) != std::string::npos);
+    ++listed;
+  }
+  CHECK(listed >= 1);
+  const std::string ij = CliOk(dir, {"inspect", store, "--json"});
+  CHECK(ij.find("\"segments\": [{\"name\": ") != std::string::npos);
+  CHECK(ij.find("\"cursor\": {\"epoch\": 0, \"position\": 0") != std::string::npos);
+}
+
+TEST_CASE("a store open in another process is a Busy error", "[store_cli]") {
+  TempDir dir;
+  const std::string store = CreateStore(dir, 10);
+  WriteInputDir(dir);
+  StoreOptions options;
+  options.create_if_missing = false;
+  options.disk_only = true;
+  std::unique_ptr<Store> held;
+  Status s = Store::Open(options, store, &held);
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"inspect", store},
+                                             {"get", store, "0", "--meta"},
+                                             {"import", store, "--from", dir.File("in")},
+                                             {"stats", store, "--json"}}) {
+    INFO(args[0]);
+    CliResult r = Cli(dir, args);
+    CheckFails(r);
+    CHECK(MentionsAny(r.err, {"another process", "held by", "busy"}));
+  }
+  REQUIRE(held->Close().ok());
+  held.reset();
+  // Released: the store opens again.
+  CliOk(dir, {"inspect", store});
+}
+
+}  // namespace
+}  // namespace opt4store

@@ -1,0 +1,51 @@
+// opt4store stats: the store's counters and gauges (Store::Stats()).
+// Opened in admin mode, there are no readers and no planner: their counters
+// are zero (a training run keeps them in its shared memory, and while it runs
+// the store is Busy here); the disk tier's gauges are read from the store.
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "json_writer.h"
+#include "opt4store/status.h"
+#include "opt4store/store.h"
+#include "store_admin.h"
+
+namespace opt4store {
+
+namespace {
+
+struct StatsCommandOptions {
+  std::string path;
+  bool json = false;
+};
+
+Status RunStats(const StatsCommandOptions& o) {
+  std::unique_ptr<Store> store;
+  OPT4STORE_RETURN_IF_ERROR(OpenExistingStore(o.path, &store));
+  const StoreStats stats = store->Stats();
+  OPT4STORE_RETURN_IF_ERROR(CloseStore(o.path, &store));
+  if (o.json) {
+    JsonWriter json;
+    WriteStatsJson(stats, &json);
+    return WriteStdout(json.str() + "\n");
+  }
+  return WriteStdout(StatsTable(stats));
+}
+
+}  // namespace
+
+Command AddStatsCommand(CLI::App* parent) {
+  auto options = std::make_shared<StatsCommandOptions>();
+  CLI::App* app = parent->add_subcommand("stats",
+                                         "Print a store's counters and tier gauges.\n"
+                                         "  opt4store stats /data/cache --json");
+  AddStoreArgument(app, &options->path);
+  app->add_flag("--json", options->json, "Print one JSON object instead of a table");
+  return Command{app, [options] { return RunStats(*options); }};
+}
+
+}  // namespace opt4store

@@ -1,0 +1,54 @@
+// Helpers shared by the store's admin subcommands (create, import, get,
+// inspect, verify, compact, stats): the STORE argument, opening an existing
+// store in admin mode, and the stats printers that inspect and stats share.
+//
+// Admin mode is StoreOptions::disk_only: the disk tier and the manifest
+// only, no shared memory and no planner. It still takes dir/LOCK, so an
+// admin command on a store that a training job holds fails with Busy (the
+// message names the holder) instead of racing it.
+#ifndef OPT4STORE_TOOLS_STORE_ADMIN_H_
+#define OPT4STORE_TOOLS_STORE_ADMIN_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "opt4store/status.h"
+#include "opt4store/store.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace opt4store {
+
+class JsonWriter;
+
+// Registers the required positional STORE (the store's directory).
+void AddStoreArgument(CLI::App* app, std::string* path);
+
+// Warnings from the store (fallbacks, full disk), one line each on stderr
+// with the CLI's prefix.
+void LogStoreWarning(const std::string& message);
+
+// Opens the store at path, which must exist, in admin mode.
+// Returns: OK; NotFound "no store at PATH" when there is none; Busy when
+// another process has it open (the store's message, naming the holder);
+// what Store::Open returns otherwise.
+Status OpenExistingStore(const std::string& path, std::unique_ptr<Store>* store);
+
+// Closes *store (the manifest and cursor are saved here) and reports how
+// that went, naming the path.
+Status CloseStore(const std::string& path, std::unique_ptr<Store>* store);
+
+// "3.2 s", "1:05", "2:03:10": a duration for people.
+std::string FormatDuration(double seconds);
+
+// Every StoreStats field as one JSON object, keys as the field names.
+void WriteStatsJson(const StoreStats& stats, JsonWriter* json);
+// The same as two-column text ("counter", "value") grouped by tier.
+std::string StatsTable(const StoreStats& stats);
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_TOOLS_STORE_ADMIN_H_
