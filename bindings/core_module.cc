@@ -1,0 +1,474 @@
+// opt4store._core: the C++ Store for Python. The only translation unit that
+// includes torch headers (about 30 s to compile on 2 cores).
+//
+// Values cross as tensors: Put takes a tensor's bytes (made contiguous, on
+// the CPU) and a meta blob; Get allocates a fresh tensor, lets the store
+// copy the bytes straight into it (no intermediate buffer), and views it
+// with the dtype and shape the value header records. Nothing returned
+// aliases the store's memory, so a caller may modify it freely.
+//
+// The GIL is released around every call into the store. A Status becomes
+// an exception of opt4store's own classes (opt4store/_errors.py), looked up
+// once at import.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/extension.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opt4store/plan.h"
+#include "opt4store/policy.h"
+#include "opt4store/read_sink.h"
+#include "opt4store/store.h"
+#include "opt4store/value.h"
+
+namespace py = pybind11;
+
+namespace opt4store {
+namespace {
+
+// Exception classes from opt4store._errors, keyed by Status code.
+struct ErrorClasses {
+  py::object base, invalid, busy, no_space, corruption, not_found, out_of_range, io;
+};
+ErrorClasses* g_errors = nullptr;
+
+// Carries a Status across pybind11's C++ exception boundary.
+struct StatusError {
+  Status status;
+};
+
+void ThrowIfError(const Status& s) {
+  if (!s.ok()) throw StatusError{s};
+}
+
+py::object ClassFor(const Status& s) {
+  if (g_errors == nullptr) return py::reinterpret_borrow<py::object>(PyExc_RuntimeError);
+  switch (s.code()) {
+    case Status::Code::kInvalidArgument:
+      return g_errors->invalid;
+    case Status::Code::kBusy:
+      return g_errors->busy;
+    case Status::Code::kNoSpace:
+      return g_errors->no_space;
+    case Status::Code::kCorruption:
+      return g_errors->corruption;
+    case Status::Code::kNotFound:
+      return g_errors->not_found;
+    case Status::Code::kOutOfRange:
+      return g_errors->out_of_range;
+    case Status::Code::kIOError:
+      return g_errors->io;
+    default:
+      return g_errors->base;
+  }
+}
+
+// ---------------------------------------------------------------- dtypes
+
+struct DTypePair {
+  DType dtype;
+  at::ScalarType scalar;
+};
+
+constexpr DTypePair kDTypePairs[] = {
+    {DType::kBool, at::kBool},         {DType::kUInt8, at::kByte},
+    {DType::kInt8, at::kChar},         {DType::kInt16, at::kShort},
+    {DType::kInt32, at::kInt},         {DType::kInt64, at::kLong},
+    {DType::kFloat16, at::kHalf},      {DType::kBFloat16, at::kBFloat16},
+    {DType::kFloat32, at::kFloat},     {DType::kFloat64, at::kDouble},
+    {DType::kComplex64, at::kComplexFloat}, {DType::kComplex128, at::kComplexDouble},
+};
+
+bool ToScalar(DType dtype, at::ScalarType* scalar) {
+  for (const DTypePair& p : kDTypePairs) {
+    if (p.dtype == dtype) {
+      *scalar = p.scalar;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool FromScalar(at::ScalarType scalar, DType* dtype) {
+  for (const DTypePair& p : kDTypePairs) {
+    if (p.scalar == scalar) {
+      *dtype = p.dtype;
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------- sinks
+
+// Allocates the payload as a fresh uint8 tensor; meta into a string. ATen
+// allocation needs no GIL, so this runs with the GIL released.
+class TensorSink : public ReadSink {
+ public:
+  Status Prepare(uint64_t meta_size, uint64_t payload_size, void** meta_dst,
+                 void** payload_dst) override {
+    meta.resize(meta_size);
+    if (!payload.defined() || static_cast<uint64_t>(payload.numel()) != payload_size) {
+      payload = at::empty({static_cast<int64_t>(payload_size)}, at::kByte);
+    }
+    *meta_dst = meta.data();
+    *payload_dst = payload.data_ptr();
+    return Status::OK();
+  }
+  std::string meta;
+  at::Tensor payload;
+};
+
+// The tensor a value header describes, as a view of the bytes.
+at::Tensor ViewAs(const at::Tensor& bytes, const ValueHeader& h) {
+  at::ScalarType scalar;
+  if (!ToScalar(h.dtype, &scalar)) return bytes;
+  if (h.PayloadBytes() != static_cast<uint64_t>(bytes.numel())) {
+    ThrowIfError(Status::Corruption("a value's header says " + std::to_string(h.PayloadBytes()) +
+                                    " bytes, its payload has " + std::to_string(bytes.numel())));
+  }
+  at::Tensor t = scalar == at::kByte ? bytes : bytes.view(scalar);
+  return t.view(h.shape);
+}
+
+// ---------------------------------------------------------------- options
+
+uint64_t GetUint(const py::dict& d, const char* key) { return d[key].cast<uint64_t>(); }
+
+StoreOptions OptionsFromDict(const py::dict& d) {
+  StoreOptions o;
+  auto has = [&d](const char* key) { return d.contains(key) && !d[key].is_none(); };
+  if (has("dataset_size")) o.dataset_size = GetUint(d, "dataset_size");
+  if (has("ram_bytes")) o.ram_bytes = GetUint(d, "ram_bytes");
+  if (has("ram_items")) o.ram_items = GetUint(d, "ram_items");
+  if (has("disk_bytes")) o.disk_bytes = GetUint(d, "disk_bytes");
+  if (has("policy")) {
+    PolicyKind kind;
+    ThrowIfError(ParsePolicyKind(d["policy"].cast<std::string>(), &kind));
+    o.policy = kind;
+  }
+  if (has("prefetch_depth")) o.prefetch_depth = GetUint(d, "prefetch_depth");
+  if (has("staging_bytes")) o.staging_bytes = GetUint(d, "staging_bytes");
+  if (has("compression")) {
+    StoreOptions::Compression c;
+    ThrowIfError(ParseCompression(d["compression"].cast<std::string>(), &c));
+    o.compression = c;
+  }
+  if (has("sync")) {
+    StoreOptions::SyncMode s;
+    ThrowIfError(ParseSyncMode(d["sync"].cast<std::string>(), &s));
+    o.sync = s;
+  }
+  if (has("create_if_missing")) o.create_if_missing = d["create_if_missing"].cast<bool>();
+  if (has("fetch_timeout_ms")) o.fetch_timeout_ms = d["fetch_timeout_ms"].cast<int64_t>();
+  if (has("direct_io")) o.direct_io = d["direct_io"].cast<bool>();
+  if (has("shm_prefix")) o.shm_prefix = d["shm_prefix"].cast<std::string>();
+  if (has("queue_bytes")) o.queue_bytes = GetUint(d, "queue_bytes");
+  if (has("shm_free_bytes_for_testing")) {
+    const uint64_t free_bytes = GetUint(d, "shm_free_bytes_for_testing");
+    o.shm_free_space_for_testing = [free_bytes](const std::string&, uint64_t* out) {
+      *out = free_bytes;
+      return Status::OK();
+    };
+  }
+  return o;
+}
+
+// An explicit plan from a 1-D array of ids.
+PlanSpec PlanFromArray(py::array_t<int64_t, py::array::c_style | py::array::forcecast> ids,
+                       uint64_t epoch_length, uint64_t dataset_size) {
+  if (ids.ndim() != 1) ThrowIfError(Status::InvalidArgument("a plan is a 1-D array of indices"));
+  auto v = std::make_shared<std::vector<ItemId>>(ids.size());
+  const int64_t* p = ids.data();
+  for (py::ssize_t i = 0; i < ids.size(); ++i) {
+    if (p[i] < 0 || static_cast<uint64_t>(p[i]) >= dataset_size) {
+      ThrowIfError(Status::OutOfRange("the plan's index " + std::to_string(p[i]) +
+                                      " at position " + std::to_string(i) +
+                                      " is out of range for a dataset of " +
+                                      std::to_string(dataset_size) + " items"));
+    }
+    (*v)[i] = static_cast<ItemId>(p[i]);
+  }
+  PlanSpec spec;
+  spec.kind = SamplerKind::kExplicit;
+  spec.ids = std::move(v);
+  spec.epoch_length = epoch_length;
+  spec.dataset_size = dataset_size;
+  return spec;
+}
+
+// ---------------------------------------------------------------- the store
+
+class PyStore {
+ public:
+  static std::unique_ptr<PyStore> Open(const std::string& path, const py::dict& options) {
+    StoreOptions o = OptionsFromDict(options);
+    std::unique_ptr<Store> store;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = Store::Open(o, path, &store);
+    }
+    ThrowIfError(s);
+    return std::unique_ptr<PyStore>(new PyStore(std::move(store)));
+  }
+
+  static std::unique_ptr<PyStore> Attach(const std::string& handle) {
+    std::unique_ptr<Store> store;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = Store::Attach(handle, &store);
+    }
+    ThrowIfError(s);
+    return std::unique_ptr<PyStore>(new PyStore(std::move(store)));
+  }
+
+  // None on a miss; else (tag, value): tag 1 = a tensor rebuilt from the
+  // header; other tags = (meta bytes, uint8 payload tensor) for Python.
+  py::object Get(uint64_t position, int64_t id) {
+    Store* store = Checked();
+    if (id < 0) ThrowIfError(Status::OutOfRange("negative index " + std::to_string(id)));
+    TensorSink sink;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = store->Get(position, static_cast<ItemId>(id), &sink);
+    }
+    if (s.IsNotFound()) return py::none();
+    ThrowIfError(s);
+    ValueHeader h;
+    Status d = DecodeValueHeader(sink.meta, &h);
+    if (!d.ok()) {
+      // Not written by this package (e.g. `opt4store import` of raw bytes):
+      // the bytes as they are.
+      return py::make_tuple(0, py::bytes(sink.meta), sink.payload);
+    }
+    if (h.tag == 1) return py::make_tuple(1, ViewAs(sink.payload, h));
+    return py::make_tuple(h.tag, py::bytes(sink.meta), sink.payload);
+  }
+
+  // Stores a tensor as a tag-1 value.
+  void PutTensor(uint64_t position, int64_t id, const at::Tensor& tensor) {
+    Store* store = Checked();
+    DType dtype;
+    if (!FromScalar(tensor.scalar_type(), &dtype)) {
+      ThrowIfError(Status::InvalidArgument(std::string("tensors of dtype ") +
+                                           c10::toString(tensor.scalar_type()) +
+                                           " cannot be stored"));
+    }
+    at::Tensor t = tensor.device().is_cpu() ? tensor : tensor.cpu();
+    t = t.contiguous();
+    ValueHeader h;
+    h.dtype = dtype;
+    h.tag = 1;
+    h.shape.assign(t.sizes().begin(), t.sizes().end());
+    const std::string meta = EncodeValueHeader(h);
+    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = store->Put(position, CheckedId(id),
+                     meta, std::string_view(static_cast<const char*>(t.data_ptr()), bytes));
+    }
+    ThrowIfError(s);
+  }
+
+  // Stores an encoded value: meta from Python, payload from a contiguous
+  // uint8 tensor (or anything with the buffer protocol).
+  void PutEncoded(uint64_t position, int64_t id, py::bytes meta, py::buffer payload) {
+    Store* store = Checked();
+    std::string meta_bytes = meta;
+    py::buffer_info info = payload.request();
+    if (info.ndim > 1 && info.strides.back() != info.itemsize) {
+      ThrowIfError(Status::InvalidArgument("the payload buffer is not contiguous"));
+    }
+    const uint64_t bytes = static_cast<uint64_t>(info.size) * info.itemsize;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = store->Put(position, CheckedId(id), meta_bytes,
+                     std::string_view(static_cast<const char*>(info.ptr), bytes));
+    }
+    ThrowIfError(s);
+  }
+
+  void SetPlan(py::array_t<int64_t, py::array::c_style | py::array::forcecast> ids,
+               uint64_t epoch_length, uint64_t start) {
+    Store* store = Checked();
+    PlanSpec spec = PlanFromArray(ids, epoch_length, store->dataset_size());
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = store->SetPlan(spec, start);
+    }
+    ThrowIfError(s);
+  }
+
+  void MarkConsumed(uint64_t position, int64_t id) { Checked()->MarkConsumed(position, CheckedId(id)); }
+
+  py::dict Stats() {
+    Store* store = Checked();
+    StoreStats st;
+    {
+      py::gil_scoped_release release;
+      st = store->Stats();
+    }
+    py::dict d;
+    d["accesses"] = st.accesses;
+    d["hits_ram"] = st.hits_ram;
+    d["hits_disk"] = st.hits_disk;
+    d["source_loads"] = st.misses;
+    d["misses"] = st.misses;
+    d["puts"] = st.puts;
+    d["puts_dropped"] = st.puts_dropped;
+    d["drift"] = st.drift;
+    d["waits"] = st.waits;
+    d["wait_seconds"] = st.wait_ns / 1e9;
+    d["fetch_requests"] = st.fetch_requests;
+    d["fetch_timeouts"] = st.fetch_timeouts;
+    d["expect_waits"] = st.expect_waits;
+    d["expect_timeouts"] = st.expect_timeouts;
+    d["prefetched"] = st.prefetched;
+    d["prefetch_bytes"] = st.prefetch_bytes;
+    d["planned_positions"] = st.planned_positions;
+    d["policy_hits"] = st.policy_hits;
+    d["ram_insert_failures"] = st.ram_insert_failures;
+    d["disk_put_errors"] = st.disk_put_errors;
+    d["abandoned_positions"] = st.abandoned_positions;
+    d["position"] = st.position;
+    d["epoch"] = st.epoch;
+    d["total_positions"] = st.total_positions;
+    d["items_ram"] = st.ram_items;
+    d["bytes_ram"] = st.ram_bytes_used;
+    d["ram_capacity"] = st.ram_capacity;
+    d["ram_capacity_in_items"] = st.ram_capacity_in_items;
+    d["ram_arena_bytes"] = st.ram_arena_bytes;
+    d["ram_bytes_per_item"] = st.ram_bytes_per_item;
+    d["items_disk"] = st.disk_items;
+    d["bytes_disk"] = st.disk_live_bytes;
+    d["disk_file_bytes"] = st.disk_file_bytes;
+    d["disk_budget"] = st.disk_budget;
+    d["disk_write_amplification"] = st.disk_write_amplification;
+    d["disk_corrupt_records"] = st.disk_corrupt_records;
+    return d;
+  }
+
+  uint64_t ResumePosition() { return Checked()->ResumePosition(); }
+  std::string Handle() { return Checked()->handle(); }
+  bool IsOwner() { return Checked()->IsOwner(); }
+  uint64_t DatasetSize() { return Checked()->dataset_size(); }
+
+  void Flush() {
+    Store* store = Checked();
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = store->Flush();
+    }
+    ThrowIfError(s);
+  }
+
+  void Close() {
+    if (!store_) return;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = store_->Close();
+      store_.reset();
+    }
+    ThrowIfError(s);
+  }
+
+  bool closed() const { return store_ == nullptr; }
+
+ private:
+  explicit PyStore(std::unique_ptr<Store> store) : store_(std::move(store)) {}
+  Store* Checked() {
+    if (!store_) ThrowIfError(Status::IOError("the store is closed"));
+    return store_.get();
+  }
+  ItemId CheckedId(int64_t id) {
+    if (id < 0 || static_cast<uint64_t>(id) >= store_->dataset_size()) {
+      ThrowIfError(Status::OutOfRange("index " + std::to_string(id) +
+                                      " is out of range for a dataset of " +
+                                      std::to_string(store_->dataset_size()) + " items"));
+    }
+    return static_cast<ItemId>(id);
+  }
+
+  std::unique_ptr<Store> store_;
+};
+
+// ---------------------------------------------------------------- values
+
+py::bytes EncodeHeader(const std::string& dtype, const std::vector<int64_t>& shape, uint32_t tag,
+                       py::bytes user) {
+  ValueHeader h;
+  ThrowIfError(ParseDType(dtype, &h.dtype));
+  h.shape = shape;
+  h.tag = tag;
+  h.user = user;
+  return py::bytes(EncodeValueHeader(h));
+}
+
+py::tuple DecodeHeader(py::bytes meta) {
+  ValueHeader h;
+  ThrowIfError(DecodeValueHeader(std::string(meta), &h));
+  return py::make_tuple(std::string(DTypeName(h.dtype)), h.shape, h.tag, py::bytes(h.user));
+}
+
+}  // namespace
+}  // namespace opt4store
+
+PYBIND11_MODULE(_core, m) {
+  using opt4store::PyStore;
+  m.doc() = "opt4store's C++ store (see the opt4store package for the Python API)";
+
+  // The error classes live in Python so that users can catch them by name.
+  py::module_ errors = py::module_::import("opt4store._errors");
+  static opt4store::ErrorClasses classes{
+      errors.attr("Error"),       errors.attr("InvalidArgumentError"),
+      errors.attr("BusyError"),   errors.attr("NoSpaceError"),
+      errors.attr("CorruptionError"), errors.attr("NotFoundError"),
+      errors.attr("OutOfRangeError"), errors.attr("IOError_")};
+  opt4store::g_errors = &classes;
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const opt4store::StatusError& e) {
+      py::object cls = opt4store::ClassFor(e.status);
+      PyErr_SetString(cls.ptr(), e.status.ToString().c_str());
+    }
+  });
+
+  py::class_<PyStore>(m, "Store")
+      .def_static("open", &PyStore::Open, py::arg("path"), py::arg("options"))
+      .def_static("attach", &PyStore::Attach, py::arg("handle"))
+      .def("get", &PyStore::Get, py::arg("position"), py::arg("index"))
+      .def("put_tensor", &PyStore::PutTensor, py::arg("position"), py::arg("index"),
+           py::arg("tensor"))
+      .def("put_encoded", &PyStore::PutEncoded, py::arg("position"), py::arg("index"),
+           py::arg("meta"), py::arg("payload"))
+      .def("set_plan", &PyStore::SetPlan, py::arg("ids"), py::arg("epoch_length"),
+           py::arg("start") = 0)
+      .def("mark_consumed", &PyStore::MarkConsumed, py::arg("position"), py::arg("index"))
+      .def("stats", &PyStore::Stats)
+      .def("resume_position", &PyStore::ResumePosition)
+      .def("handle", &PyStore::Handle)
+      .def("is_owner", &PyStore::IsOwner)
+      .def("dataset_size", &PyStore::DatasetSize)
+      .def("flush", &PyStore::Flush)
+      .def("close", &PyStore::Close)
+      .def_property_readonly("closed", &PyStore::closed);
+
+  m.def("encode_header", &opt4store::EncodeHeader, py::arg("dtype"), py::arg("shape"),
+        py::arg("tag"), py::arg("user"));
+  m.def("decode_header", &opt4store::DecodeHeader, py::arg("meta"));
+  m.attr("NO_POSITION") = opt4store::kNoPosition;
+}

@@ -1,0 +1,33 @@
+"""opt4store: a persistent two-tier (RAM + disk) cache for decoded training
+samples, evicting with Belady's OPT along the sampler's known order.
+
+Quick start::
+
+    import opt4store, torch
+    store = opt4store.Store("/data/cache", ram="2GiB", disk="20GiB")
+    sampler = opt4store.PlannedSampler(torch.utils.data.RandomSampler(ds), epochs=5)
+    loader = torch.utils.data.DataLoader(opt4store.CachedDataset(ds, store, sampler),
+                                         sampler=sampler, batch_size=64, num_workers=4)
+    for epoch in range(5):
+        for batch in loader:
+            ...
+    print(store.stats())
+    store.close()
+"""
+
+import torch  # noqa: F401  (loads libtorch before the extension needs it)
+
+from ._errors import (BusyError, CorruptionError, Error, InvalidArgumentError, IOError_,
+                      NoSpaceError, NotFoundError, OutOfRangeError)
+from ._sizes import parse_size
+from .dataset import CachedDataset
+from .device import DeviceLoader, to_device
+from .sampler import PlannedIndex, PlannedSampler
+from .store import NO_POSITION, Store
+
+__all__ = [
+    "Store", "PlannedSampler", "PlannedIndex", "CachedDataset", "to_device", "DeviceLoader",
+    "Error", "InvalidArgumentError", "BusyError", "NoSpaceError", "CorruptionError",
+    "NotFoundError", "OutOfRangeError", "IOError_", "parse_size", "NO_POSITION",
+]
+__version__ = "0.1.0"

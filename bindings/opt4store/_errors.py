@@ -1,0 +1,35 @@
+"""opt4store's exceptions. Every error the store reports is an ``Error``;
+the subclasses also derive from the matching built-in where one fits, so
+``except ValueError`` keeps working for bad arguments."""
+
+
+class Error(Exception):
+    """Base class of every error opt4store raises."""
+
+
+class InvalidArgumentError(Error, ValueError):
+    """Options that contradict each other or the existing store, a bad plan."""
+
+
+class BusyError(Error):
+    """Another process holds the store open for writing."""
+
+
+class NoSpaceError(Error):
+    """A full disk, a budget that cannot fit, or /dev/shm too small."""
+
+
+class CorruptionError(Error):
+    """Bytes on disk failed a checksum or a format check."""
+
+
+class NotFoundError(Error, KeyError):
+    """No store at the path, or no such item."""
+
+
+class OutOfRangeError(Error, IndexError):
+    """An index at or past the dataset's end."""
+
+
+class IOError_(Error, OSError):
+    """The operating system refused a read, write or sync, or the store is closed."""

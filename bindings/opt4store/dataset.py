@@ -1,0 +1,84 @@
+"""CachedDataset: a Dataset whose items come from an opt4store Store."""
+
+import warnings
+
+import torch
+import torch.utils.data
+
+from . import _values
+from .store import NO_POSITION
+
+
+class CachedDataset(torch.utils.data.Dataset):
+    """``CachedDataset(dataset, store, sampler)``: ``ds[i]`` equals
+    ``dataset[i]``, served from the store when it holds it; on a miss the
+    dataset is called once and the value stored. Give the DataLoader the same
+    ``sampler`` (a PlannedSampler): its indices carry their plan positions,
+    which drive eviction and prefetch.
+
+    A plain int index (no position) works too: in the main process it is
+    taken as the next plan position, in a worker as unplanned. An index the
+    plan did not predict at that position is drift: the value is still
+    right, the store counts it, and a warning is issued once.
+    """
+
+    def __init__(self, dataset, store, sampler=None):
+        self.dataset = dataset
+        self.store = store
+        store._bind(len(dataset), sampler)
+        self._plan = sampler.plan if sampler is not None else None
+        self._cursor = sampler.position() if sampler is not None else 0
+        self._warned_drift = False
+        self._get = store._core.get
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        position = getattr(index, "position", None)
+        if position is None:
+            position = self._guess_position(index)
+        elif self._plan is not None and (position >= len(self._plan) or
+                                         self._plan[position] != index):
+            self._drift(index, position)
+        result = self._get(position, index)
+        if result is not None:
+            return result[1] if result[0] == 1 else _values.decode(result)
+        value = self.dataset[int(index)]
+        self._put(position, int(index), value)
+        return value
+
+    def _guess_position(self, index):
+        if self._plan is None or torch.utils.data.get_worker_info() is not None:
+            return NO_POSITION
+        position = self._cursor
+        self._cursor += 1
+        if position >= len(self._plan) or self._plan[position] != index:
+            self._drift(index, position)
+        return position if position < len(self._plan) else NO_POSITION
+
+    def _drift(self, index, position):
+        if not self._warned_drift:
+            self._warned_drift = True
+            warnings.warn(
+                f"opt4store: index {int(index)} at plan position {position} is not what the "
+                "plan predicted (drift); values stay correct, but eviction and prefetch "
+                "follow the plan. stats()['drift'] counts such reads.",
+                RuntimeWarning, stacklevel=3)
+
+    def _put(self, position, index, value):
+        core = self.store._core
+        if isinstance(value, torch.Tensor) and value.dtype in _values._TORCH_DTYPE_NAMES:
+            core.put_tensor(position, index, value)
+            return
+        meta, payload = _values.encode(value)
+        core.put_encoded(position, index, meta, payload)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        del state["_get"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._get = self.store._core.get

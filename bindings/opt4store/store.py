@@ -1,0 +1,129 @@
+"""opt4store.Store: the Python face of the C++ store (engine/include/opt4store/store.h)."""
+
+import os
+
+from . import _core
+from ._errors import InvalidArgumentError, IOError_
+from ._sizes import parse_size
+
+NO_POSITION = _core.NO_POSITION
+
+_POLICIES = ("opt", "opt-size", "lru", "lfu", "fifo", "random", "static", "none")
+
+
+class Store:
+    """A persistent two-tier (RAM + disk) cache of decoded samples.
+
+    ``Store(path, ram="2GiB", disk="20GiB", policy="opt")``. ``ram_items=N``
+    instead of ``ram=`` gives a capacity in items; ``disk=0`` disables the
+    disk tier (nothing is written under ``path``). Opening an existing store
+    reuses what it holds; its dataset size is fixed at creation.
+
+    The C++ store opens when the dataset size is known: at once for an
+    existing store, else when a CachedDataset binds the store to a dataset.
+    The process that opens it is the owner; DataLoader workers (forked or
+    spawned) share its RAM tier. One process at a time may own a store
+    directory: a second gets ``BusyError``.
+    """
+
+    def __init__(self, path, ram=None, disk=None, policy="opt", *, ram_items=None,
+                 prefetch_depth=None, staging=None, compression=None, sync=None,
+                 fetch_timeout_ms=None, **testing):
+        if ram is not None and ram_items is not None:
+            raise InvalidArgumentError("give ram= (bytes) or ram_items= (items), not both")
+        if policy not in _POLICIES:
+            raise InvalidArgumentError(f"unknown policy {policy!r}; expected one of {_POLICIES}")
+        self.path = os.fspath(path) if path is not None else ""
+        self._options = {
+            "ram_bytes": parse_size(ram, "ram"),
+            "ram_items": ram_items,
+            "disk_bytes": parse_size(disk, "disk"),
+            "policy": policy,
+            "prefetch_depth": prefetch_depth,
+            "staging_bytes": parse_size(staging, "staging"),
+            "compression": compression,
+            "sync": sync,
+            "fetch_timeout_ms": fetch_timeout_ms,
+        }
+        self._options.update(testing)
+        self._core = None
+        self._handle = None
+        if self.path and os.path.exists(os.path.join(self.path, "index", "CURRENT")) and \
+                self._options["disk_bytes"] != 0:
+            self._open(None)
+
+    # ---- opening and binding
+
+    def _open(self, dataset_size):
+        options = dict(self._options)
+        if dataset_size is not None:
+            options["dataset_size"] = dataset_size
+        self._core = _core.Store.open(self.path, options)
+
+    def _bind(self, dataset_size, sampler=None):
+        """Opens the store for a dataset of dataset_size items and gives it the plan."""
+        if self._core is None:
+            self._open(dataset_size)
+        elif self._core.dataset_size() != dataset_size:
+            raise InvalidArgumentError(
+                f"the store at {self.path!r} holds a dataset of {self._core.dataset_size()} "
+                f"items; this dataset has {dataset_size}")
+        if sampler is not None:
+            sampler._attach_store(self)
+
+    def _set_plan(self, ids, epoch_length, start):
+        self._require_open().set_plan(ids, epoch_length, start)
+
+    def _require_open(self):
+        if self._core is None:
+            raise IOError_("the store is not open yet: wrap a dataset with CachedDataset first")
+        if self._core.closed:
+            raise IOError_("the store is closed")
+        return self._core
+
+    # ---- public
+
+    @property
+    def is_open(self):
+        return self._core is not None and not self._core.closed
+
+    def stats(self):
+        """Totals across every process that used the store: accesses,
+        hits_ram, hits_disk, source_loads, drift, bytes_ram, bytes_disk,
+        prefetched, waits, and more. Zeros before the store opens."""
+        if self._core is None or self._core.closed:
+            return {k: 0 for k in ("accesses", "hits_ram", "hits_disk", "source_loads", "drift",
+                                   "bytes_ram", "bytes_disk", "items_ram", "items_disk")}
+        return self._core.stats()
+
+    def flush(self):
+        """Makes every earlier write durable and saves the cursor."""
+        if self._core is not None and self._core.is_owner():
+            self._core.flush()
+
+    def close(self):
+        """Flushes, saves the cursor and releases the store. Idempotent."""
+        if self._core is not None:
+            self._core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- pickling for spawned workers: they attach to the owner's store
+
+    def __getstate__(self):
+        core = self._require_open()
+        return {"path": self.path, "options": self._options, "handle": core.handle()}
+
+    def __setstate__(self, state):
+        self.path = state["path"]
+        self._options = state["options"]
+        self._handle = state["handle"]
+        self._core = _core.Store.attach(self._handle)
+
+    def __repr__(self):
+        state = "open" if self.is_open else "not open"
+        return f"opt4store.Store({self.path!r}, {state})"
