@@ -229,8 +229,8 @@ class PyStore {
     return std::unique_ptr<PyStore>(new PyStore(std::move(store)));
   }
 
-  // None on a miss; else (tag, value): tag 1 = a tensor rebuilt from the
-  // header; other tags = (meta bytes, uint8 payload tensor) for Python.
+  // None on a miss; a tensor for a tag-1 value (rebuilt from the header);
+  // else (tag, meta bytes, uint8 payload tensor) for Python to decode.
   py::object Get(uint64_t position, int64_t id) {
     Store* store = Checked();
     if (id < 0) ThrowIfError(Status::OutOfRange("negative index " + std::to_string(id)));
@@ -249,7 +249,7 @@ class PyStore {
       // the bytes as they are.
       return py::make_tuple(0, py::bytes(sink.meta), sink.payload);
     }
-    if (h.tag == 1) return py::make_tuple(1, ViewAs(sink.payload, h));
+    if (h.tag == 1) return py::cast(ViewAs(sink.payload, h));
     return py::make_tuple(h.tag, py::bytes(sink.meta), sink.payload);
   }
 

@@ -146,11 +146,11 @@ def _rebuild(skeleton, payload):
 
 
 def decode(result):
-    """The value for what _core.Store.get returned (not None)."""
-    tag = result[0]
-    if tag == TAG_TENSOR:
-        return result[1]
-    meta, payload = result[1], result[2]
+    """The value for what _core.Store.get returned (not None): a tensor, or
+    (tag, meta, payload) for everything else."""
+    if isinstance(result, torch.Tensor):
+        return result
+    tag, meta, payload = result
     if tag == TAG_NUMPY:
         dtype, shape, _, _ = _core.decode_header(meta)
         a = payload.numpy()

@@ -26,7 +26,8 @@ class CachedDataset(torch.utils.data.Dataset):
         self.dataset = dataset
         self.store = store
         store._bind(len(dataset), sampler)
-        self._plan = sampler.plan if sampler is not None else None
+        # A memoryview indexes to a Python int in tens of nanoseconds.
+        self._plan = memoryview(sampler.plan) if sampler is not None else None
         self._cursor = sampler.position() if sampler is not None else 0
         self._warned_drift = False
         self._get = store._core.get
@@ -43,7 +44,7 @@ class CachedDataset(torch.utils.data.Dataset):
             self._drift(index, position)
         result = self._get(position, index)
         if result is not None:
-            return result[1] if result[0] == 1 else _values.decode(result)
+            return result if type(result) is torch.Tensor else _values.decode(result)
         value = self.dataset[int(index)]
         self._put(position, int(index), value)
         return value
@@ -77,8 +78,12 @@ class CachedDataset(torch.utils.data.Dataset):
     def __getstate__(self):
         state = dict(self.__dict__)
         del state["_get"]
+        if self._plan is not None:
+            state["_plan"] = self._plan.obj  # memoryviews do not pickle
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        if self._plan is not None:
+            self._plan = memoryview(self._plan)
         self._get = self.store._core.get

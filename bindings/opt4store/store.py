@@ -3,6 +3,7 @@
 import os
 
 from . import _core
+from .distributed import LocalSharing
 from ._errors import InvalidArgumentError, IOError_
 from ._sizes import parse_size
 
@@ -24,11 +25,24 @@ class Store:
     The process that opens it is the owner; DataLoader workers (forked or
     spawned) share its RAM tier. One process at a time may own a store
     directory: a second gets ``BusyError``.
+
+    DDP: ``shared="local"`` (the same call on every rank) makes the local
+    ranks of a host share one store. Local rank 0 opens it as the owner and
+    plans it with the host's interleaved plan; the other local ranks attach
+    to it as readers (they never open the disk tier nor set a plan).
+    ``local_rank=`` / ``local_world_size=`` override the LOCAL_RANK and
+    LOCAL_WORLD_SIZE that torchrun sets; ``shared_name=`` names the handle
+    file used without a torch.distributed process group (default: from the
+    path); ``shared_timeout=`` is how long a reader waits for that file, in
+    seconds. ``stats()`` on any rank gives the host's totals. Close the
+    readers before the owner (e.g. ``dist.barrier()`` before ``close()``).
+    See ``opt4store.distributed``.
     """
 
     def __init__(self, path, ram=None, disk=None, policy="opt", *, ram_items=None,
                  prefetch_depth=None, staging=None, compression=None, sync=None,
-                 fetch_timeout_ms=None, **testing):
+                 fetch_timeout_ms=None, shared=None, local_rank=None, local_world_size=None,
+                 shared_name=None, shared_timeout=300.0, **testing):
         if ram is not None and ram_items is not None:
             raise InvalidArgumentError("give ram= (bytes) or ram_items= (items), not both")
         if policy not in _POLICIES:
@@ -48,7 +62,13 @@ class Store:
         self._options.update(testing)
         self._core = None
         self._handle = None
-        if self.path and os.path.exists(os.path.join(self.path, "index", "CURRENT")) and \
+        if shared not in (None, False, "local"):
+            raise InvalidArgumentError(f"shared={shared!r}: expected None or 'local'")
+        self._sharing = LocalSharing(self.path, local_rank, local_world_size, shared_name,
+                                     shared_timeout) if shared == "local" else None
+        # A shared store opens at binding, in local rank 0 only.
+        if self._sharing is None and self.path and \
+                os.path.exists(os.path.join(self.path, "index", "CURRENT")) and \
                 self._options["disk_bytes"] != 0:
             self._open(None)
 
@@ -62,6 +82,9 @@ class Store:
 
     def _bind(self, dataset_size, sampler=None):
         """Opens the store for a dataset of dataset_size items and gives it the plan."""
+        if self._core is None and self._sharing is not None:
+            self._sharing.bind(self, dataset_size, sampler)
+            return
         if self._core is None:
             self._open(dataset_size)
         elif self._core.dataset_size() != dataset_size:
@@ -70,6 +93,14 @@ class Store:
                 f"items; this dataset has {dataset_size}")
         if sampler is not None:
             sampler._attach_store(self)
+
+    def _local_layout(self):
+        """(local_rank, local_world_size) of a shared store, else None."""
+        return self._sharing.layout() if self._sharing is not None else None
+
+    def _plans(self):
+        """Whether this process gives the store its plan (not a reader of a shared store)."""
+        return self._require_open().is_owner()
 
     def _set_plan(self, ids, epoch_length, start):
         self._require_open().set_plan(ids, epoch_length, start)
@@ -103,6 +134,8 @@ class Store:
 
     def close(self):
         """Flushes, saves the cursor and releases the store. Idempotent."""
+        if self._sharing is not None:
+            self._sharing.unpublish()
         if self._core is not None:
             self._core.close()
 
@@ -122,6 +155,7 @@ class Store:
         self.path = state["path"]
         self._options = state["options"]
         self._handle = state["handle"]
+        self._sharing = None
         self._core = _core.Store.attach(self._handle)
 
     def __repr__(self):

@@ -1,0 +1,293 @@
+"""One store for the local ranks of a host (DDP).
+
+``Store(path, ..., shared="local")`` on every rank. When a CachedDataset
+binds it, local rank 0 opens the store (it is the owner: it alone opens the
+disk tier and runs the planner) and publishes its handle; every other local
+rank attaches to it as a reader, as a spawned DataLoader worker does. The
+handle travels by ``torch.distributed`` (an all_gather among all ranks,
+when a process group is initialized: it cannot go stale) or else by a small
+file in ``/dev/shm`` (or the temp dir), written atomically by the owner,
+removed when it closes, and ignored once its writer is dead.
+
+Local ranks: ``local_rank=`` and ``local_world_size=`` when given, else the
+environment variables ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`` that torchrun
+sets, else (with a process group of more than one rank) the ranks that share
+this host's name, else a single process. A host's ranks must be contiguous:
+global rank = node * local_world_size + local_rank.
+
+The plan: a PlannedSampler over a DistributedSampler records the orders of
+all local ranks and interleaves them, local rank r's i-th read at host
+position i * local_world_size + r (the order the host's store sees when the
+ranks advance in lockstep, as DDP makes them). See PlannedSampler.
+"""
+
+import hashlib
+import json
+import os
+import re
+import socket
+import tempfile
+import time
+
+from . import _core
+from ._errors import BusyError, Error, InvalidArgumentError
+
+_POLL_SECONDS = 0.05
+
+
+def _env_int(name):
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidArgumentError(f"the environment variable {name}={value!r} is not an integer") \
+            from None
+
+
+def _process_group():
+    """torch.distributed when a process group is initialized, else None."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover - torch without distributed
+        return None
+    if dist.is_available() and dist.is_initialized():
+        return dist
+    return None
+
+
+def _all_gather(dist, value):
+    values = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return values
+
+
+def _hosts_layout(dist):
+    """(local_rank, local_world_size) from the host names of all ranks."""
+    hosts = _all_gather(dist, socket.gethostname())
+    rank = dist.get_rank()
+    local_world = hosts.count(hosts[rank])
+    # The same check on every rank, from the same list: all raise or none.
+    for start in range(0, len(hosts), local_world):
+        block = hosts[start:start + local_world]
+        if len(block) != local_world or block.count(block[0]) != local_world or \
+                hosts.count(block[0]) != local_world:
+            raise InvalidArgumentError(
+                "opt4store: the ranks of a host must be contiguous and as many on every host "
+                f"(global rank = node * local_world_size + local_rank); ranks by host: {hosts}. "
+                "Set LOCAL_RANK and LOCAL_WORLD_SIZE, or pass local_rank= and local_world_size=")
+    return rank % local_world, local_world
+
+
+def resolve_layout(local_rank=None, local_world_size=None):
+    """(local_rank, local_world_size) of this process, as described in the
+    module's docstring."""
+    if (local_rank is None) != (local_world_size is None):
+        raise InvalidArgumentError("give both local_rank= and local_world_size=, or neither")
+    if local_rank is None:
+        local_rank, local_world_size = _env_int("LOCAL_RANK"), _env_int("LOCAL_WORLD_SIZE")
+        if local_rank is None or local_world_size is None:
+            dist = _process_group()
+            if dist is not None and dist.get_world_size() > 1:
+                return _hosts_layout(dist)
+            local_rank, local_world_size = 0, 1
+    local_rank, local_world_size = int(local_rank), int(local_world_size)
+    if local_world_size < 1 or not 0 <= local_rank < local_world_size:
+        raise InvalidArgumentError(
+            f"local_rank {local_rank} does not fit local_world_size {local_world_size}")
+    return local_rank, local_world_size
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class LocalSharing:
+    """How a Store with ``shared="local"`` finds its owner. Internal: the
+    Store creates it and calls bind() when a dataset binds the store."""
+
+    def __init__(self, path, local_rank=None, local_world_size=None, name=None, timeout=300.0):
+        self.path = path
+        self.name = name
+        self.timeout = float(timeout)
+        self._given = (local_rank, local_world_size)
+        self.local_rank = None
+        self.local_world_size = None
+        self._handle_file = None  # the file this process (the owner) wrote
+
+    # ---- layout
+
+    def layout(self):
+        if self.local_rank is None:
+            self.local_rank, self.local_world_size = resolve_layout(*self._given)
+        return self.local_rank, self.local_world_size
+
+    @property
+    def is_owner_rank(self):
+        return self.layout()[0] == 0
+
+    # ---- binding
+
+    def bind(self, store, dataset_size, sampler):
+        """Local rank 0 opens the store and plans it; the others attach.
+        Errors on either side reach every local rank (no rank waits for an
+        owner that failed)."""
+        local_rank, local_world = self.layout()
+        if local_world == 1:
+            store._open(dataset_size)
+            if sampler is not None:
+                sampler._attach_store(store)
+            return
+        dist = _process_group()
+        if dist is None and not self.path and not self.name:
+            raise InvalidArgumentError(
+                "shared='local' without a torch.distributed process group needs a path or "
+                "shared_name= for the local ranks to find the owner's handle")
+        handle, error = None, None
+        if local_rank == 0:
+            try:
+                store._open(dataset_size)
+                if sampler is not None:
+                    sampler._attach_store(store)
+                handle = store._core.handle()
+            except Exception as e:  # published, then raised below
+                error = e
+                if store._core is not None and not store._core.closed:
+                    store._core.close()
+                store._core = None
+        elif sampler is not None:
+            try:
+                sampler._check_shareable(local_rank, local_world)
+            except Exception as e:
+                error = e
+        core = None
+        if dist is not None:
+            owner_handle = self._exchange_by_group(dist, handle, error)
+            if local_rank != 0 and error is None:
+                core = _core.Store.attach(owner_handle)
+        elif local_rank == 0:
+            try:
+                self._publish_file(handle, error)
+            except Exception:
+                if store._core is not None:
+                    store._core.close()
+                    store._core = None
+                raise
+        elif error is None:
+            core = self._wait_for_file()
+        if error is not None:
+            raise error
+        if local_rank == 0:
+            return
+        store._core = core
+        if store._core.dataset_size() != dataset_size:
+            size = store._core.dataset_size()
+            store._core.close()
+            store._core = None
+            raise InvalidArgumentError(
+                f"local rank 0's store holds a dataset of {size} items; this rank's dataset "
+                f"has {dataset_size}")
+        if sampler is not None:
+            sampler._attach_store(store)
+
+    # ---- by torch.distributed
+
+    def _exchange_by_group(self, dist, handle, error):
+        host = socket.gethostname()
+        mine = {"host": host, "local_rank": self.local_rank, "handle": handle,
+                "error": None if error is None else f"{type(error).__name__}: {error}"}
+        records = _all_gather(dist, mine)
+        owner = records[dist.get_rank() - self.local_rank] \
+            if dist.get_rank() >= self.local_rank else None
+        if self.local_rank == 0 or error is not None:
+            return handle
+        if owner is None or owner["local_rank"] != 0 or owner["host"] != host:
+            raise InvalidArgumentError(
+                f"opt4store: global rank {dist.get_rank()} (local rank {self.local_rank}) does "
+                "not find local rank 0 of its host at global rank "
+                f"{dist.get_rank() - self.local_rank}; the ranks of a host must be contiguous "
+                "(global rank = node * local_world_size + local_rank)")
+        if owner["error"] is not None:
+            raise Error(f"opt4store: local rank 0 could not open the shared store: "
+                        f"{owner['error']}")
+        return owner["handle"]
+
+    # ---- by a file
+
+    def handle_file(self):
+        """Where the owner's handle is published when there is no process group."""
+        key = self.name if self.name else hashlib.sha1(
+            os.path.realpath(self.path).encode()).hexdigest()[:16]
+        key = re.sub(r"[^A-Za-z0-9_.-]", "_", key)[:100]
+        folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) \
+            else tempfile.gettempdir()
+        return os.path.join(folder, f"opt4store-{os.getuid()}-{key}.handle")
+
+    def _read_file(self):
+        try:
+            with open(self.handle_file()) as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
+            return None
+        return record
+
+    def _publish_file(self, handle, error):
+        target = self.handle_file()
+        old = self._read_file()
+        if old is not None and old["pid"] != os.getpid() and _alive(old["pid"]):
+            # Another live owner publishes under this name: leave its record.
+            raise BusyError(
+                f"opt4store: process {old['pid']} is alive and publishes another shared store "
+                f"as {target}; give this store another shared_name= (or path)") from error
+        record = {"pid": os.getpid(), "path": self.path, "handle": handle,
+                  "error": None if error is None else f"{type(error).__name__}: {error}"}
+        temporary = f"{target}.{os.getpid()}.tmp"
+        with open(temporary, "w") as f:
+            json.dump(record, f)
+        os.replace(temporary, target)
+        if error is None:
+            self._handle_file = target
+
+    def _wait_for_file(self):
+        """The owner's store, attached, once a live owner has published it."""
+        deadline = time.monotonic() + self.timeout
+        last_failure = None
+        while True:
+            record = self._read_file()
+            # A record whose writer is dead is stale (a crashed earlier run).
+            if record is not None and _alive(record["pid"]):
+                if record.get("error"):
+                    raise Error(f"opt4store: local rank 0 could not open the shared store: "
+                                f"{record['error']}")
+                try:
+                    return _core.Store.attach(record["handle"])
+                except Error as e:  # the owner closed it meanwhile; a new one may come
+                    last_failure = e
+            if time.monotonic() > deadline:
+                raise Error(
+                    f"opt4store: local rank {self.local_rank} waited {self.timeout:.0f} s for "
+                    f"local rank 0 to publish the shared store's handle in {self.handle_file()}"
+                    + (f" (last attach failed: {last_failure})" if last_failure else "")
+                    + "; is local rank 0 running and binding the same store?")
+            time.sleep(_POLL_SECONDS)
+
+    def unpublish(self):
+        """Removes the handle file this process wrote (the owner, at close)."""
+        target, self._handle_file = self._handle_file, None
+        if target is None:
+            return
+        record = self._read_file()
+        if record is not None and record["pid"] == os.getpid():
+            try:
+                os.remove(target)
+            except FileNotFoundError:
+                pass
