@@ -469,6 +469,8 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
   disk_only_ = options.disk_only;
   log_ = options.info_log ? options.info_log : DefaultLog;
   owner_pid_ = getpid();
+  // Known before the disk tier opens, its index is sized once.
+  if (options.dataset_size) dataset_size_ = *options.dataset_size;
 
   const bool explicit_no_disk = options.disk_bytes && *options.disk_bytes == 0;
   const bool exists_on_disk = !path.empty() && FileExists(path + "/index/CURRENT");
@@ -836,22 +838,50 @@ void Store::Impl::CollectPrefetchLocked(std::vector<ItemId>* ids) {
 }
 
 void Store::Impl::Prefetch(const std::vector<ItemId>& ids) {
+  {
+    // Readers that arrive before the read completes wait for it (position 0
+    // precedes every reader's) instead of reading the disk a second time.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ItemId id : ids) {
+      if (ctl_->ExpectedFrom(id) == kNoPosition) ctl_->SetExpected(id, 0);
+    }
+  }
   disk_->MultiGet(ids.data(), ids.size(),
                   [&](size_t i, const Status& status, std::string_view meta,
                       std::string_view payload) {
                     const ItemId id = ids[i];
-                    std::lock_guard<std::mutex> lock(mu_);
-                    if (!status.ok()) {
-                      if (!status.IsIOError()) ctl_->SetOnDisk(id, false);
-                      return;
+                    RamTier::PendingInsert pending;
+                    {
+                      std::lock_guard<std::mutex> lock(mu_);
+                      if (status.ok()) NoteSize(id, meta.size() + payload.size());
+                      if (!status.ok() && !status.IsIOError()) ctl_->SetOnDisk(id, false);
+                      Status begin = Status::NotFound("not wanted");
+                      if (status.ok() && KeepLocked(id) && !ram_->Contains(id)) {
+                        begin = ram_->BeginInsert(id, meta.size(), payload.size(), &pending);
+                        if (begin.IsNoSpace()) insert_failures_.fetch_add(1);
+                      }
+                      if (!begin.ok()) {
+                        if (!ram_->Contains(id) && ctl_->ExpectedFrom(id) == 0) {
+                          ctl_->ClearExpected(id);
+                          ram_->AnswerAbsent(id).PermitUncheckedError();
+                        }
+                        return;
+                      }
                     }
-                    NoteSize(id, meta.size() + payload.size());
-                    if (!KeepLocked(id) || ram_->Contains(id)) return;
-                    if (InsertRamLocked(id, meta, payload).ok()) {
+                    // The copy runs without mu_: BeginInsert reserved the
+                    // space, and readers see the item as filling until Commit.
+                    if (!meta.empty()) std::memcpy(pending.meta, meta.data(), meta.size());
+                    if (!payload.empty()) {
+                      std::memcpy(pending.payload, payload.data(), payload.size());
+                    }
+                    std::lock_guard<std::mutex> lock(mu_);
+                    if (ram_->CommitInsert(pending).ok()) {
+                      ctl_->ClearExpected(id);
                       prefetched_.fetch_add(1, std::memory_order_relaxed);
                       prefetch_bytes_.fetch_add(meta.size() + payload.size(),
                                                 std::memory_order_relaxed);
                     }
+                    MaybeEvictLocked(id);  // its reads may have passed meanwhile
                   });
 }
 
@@ -1065,8 +1095,7 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       done[i] = 1;
     } else if (found) {
       where[i] = GetSource::kRam;
-    } else if (!ctl_->OnDisk(ids[i]) && PlanPosition(positions[i]) &&
-               ctl_->ExpectedFrom(ids[i]) < positions[i] &&
+    } else if (PlanPosition(positions[i]) && ctl_->ExpectedFrom(ids[i]) < positions[i] &&
                expect_timeouts_.load(std::memory_order_relaxed) < kMaxExpectTimeouts) {
       // A reader of an earlier position is loading it for the policy: wait
       // for its Put rather than load it twice.
@@ -1420,8 +1449,9 @@ StoreStats Store::Impl::Stats() {
     st.ram_arena_bytes = r.capacity_bytes;
     // Per dataset id: the RAM tier's shared entry and owner handle, the
     // control block's expected position (8) and on-disk bit, the owner's
-    // prefetch pins (4), pending-read list (8) and size (4). The policy's
-    // own per-id state is on top (opt: see opt_policy.cc).
+    // prefetch pins (4), pending-read list (8) and size (4). Not counted:
+    // the policy's and the plan window's state, and the disk index
+    // (bench/STORE.md measures them all).
     st.ram_bytes_per_item = r.table_bytes_per_item + r.owner_bytes_per_item + 8 + 4 + 8 + 4;
   }
   if (InOwner() && disk_) {

@@ -208,7 +208,9 @@ struct StoreStats {
   uint64_t ram_capacity = 0;      // the policy's capacity (bytes or items)
   bool ram_capacity_in_items = false;
   uint64_t ram_arena_bytes = 0;   // capacity + staging, as mapped
-  uint64_t ram_bytes_per_item = 0;  // shared table + owner state, per dataset id
+  // Fixed RAM per dataset id: shared table + owner state. The policy, the
+  // plan's look-ahead window and the disk index cost more (bench/STORE.md).
+  uint64_t ram_bytes_per_item = 0;
 
   // Disk tier (zero when disabled).
   uint64_t disk_items = 0;
