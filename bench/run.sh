@@ -5,12 +5,13 @@
 #
 # BUILD_DIR is a configured and built tree (./build.sh bench passes build/,
 # a RelWithDebInfo build; a Release build gives the same figures within
-# noise). The benchmarks are $BUILD_DIR/bench/{policy,memory,sizes}_bench.
+# noise). The benchmarks are $BUILD_DIR/bench/{policy,memory,sizes,store}_bench
+# (store_bench needs about 0.7 GB of free disk under /var/tmp; see STORE.md).
 #
 # Full runs write bench/results/<bench>.json and <bench>.txt (what
 # bench/README.md quotes). --quick runs small sizes, for a smoke test, and
 # writes to bench/results/tmp/ (git-ignored) so that it never overwrites the
-# full figures. A full run takes about 9 minutes on the 2-core machine.
+# full figures. A full run takes about 12 minutes on the 2-core machine.
 #
 # Exit status: 0 if every benchmark ran and every correctness check held
 # (hits identical to the reference, OPT hits == capacity x (E-1) on
@@ -51,7 +52,7 @@ echo "machine: $(nproc) cores, $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p
 
 status=0
 declare -A rc_of secs_of
-for name in policy_bench memory_bench sizes_bench; do
+for name in policy_bench memory_bench sizes_bench store_bench; do
   bin=$BIN_DIR/$name
   rm -f "$OUT_DIR/$name.json" "$OUT_DIR/$name.txt"  # never report a stale run
   if [ ! -x "$bin" ]; then
@@ -72,7 +73,7 @@ done
 
 echo
 echo "=== summary ${QUICK[*]}"
-for name in policy_bench memory_bench sizes_bench; do
+for name in policy_bench memory_bench sizes_bench store_bench; do
   rc=${rc_of[$name]:-127}
   verdict=ok
   case "$rc" in
