@@ -736,6 +736,11 @@ void Store::Impl::AdvanceFrontierLocked() {
       const ItemId planned_id = slots_[frontier_ & (ControlBlock::kRingSize - 1)].id;
       if (got != planned_id) {
         drift_.fetch_add(1, std::memory_order_relaxed);
+        if (ctl_->ExpectedFrom(planned_id) == frontier_ && !ram_->Contains(planned_id)) {
+          // The read that was to load it read something else: no Put comes.
+          ctl_->ClearExpected(planned_id);
+          ram_->AnswerAbsent(planned_id).PermitUncheckedError();
+        }
         Warn(kWarnDrift, "position " + std::to_string(frontier_) + " read id " +
                              std::to_string(got) + " where the plan has " +
                              std::to_string(planned_id) +
@@ -1085,6 +1090,9 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
     if (last != kNoPosition) SyncPlanning(last);
   }
   SharedCounters& c = ctl_->counters();
+  // After the owner closed, nobody answers fetches or Puts: never wait.
+  const bool owner_gone =
+      !owner && ctl_->header()->owner_closed.load(std::memory_order_acquire) != 0;
   std::vector<size_t> from_disk;
   std::vector<uint64_t> versions;
   for (size_t i = 0; i < n; ++i) {
@@ -1095,12 +1103,17 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       done[i] = 1;
     } else if (found) {
       where[i] = GetSource::kRam;
-    } else if (PlanPosition(positions[i]) && ctl_->ExpectedFrom(ids[i]) < positions[i] &&
+    } else if (!owner_gone && PlanPosition(positions[i]) &&
+               ctl_->ExpectedFrom(ids[i]) < positions[i] &&
                expect_timeouts_.load(std::memory_order_relaxed) < kMaxExpectTimeouts) {
       // A reader of an earlier position is loading it for the policy: wait
       // for its Put rather than load it twice.
       const uint64_t version = ram_->Version(ids[i]);
-      if (ram_->Contains(ids[i]) || ctl_->ExpectedFrom(ids[i]) >= positions[i]) {
+      const uint64_t from = ctl_->ExpectedFrom(ids[i]);
+      ItemId got = 0;
+      if (ram_->Contains(ids[i]) || from >= positions[i] ||
+          (from > 0 && ctl_->Consumed(from, &got) && got != ids[i])) {
+        // Here already, no longer expected, or its loader drifted to another id.
         statuses[i] = LookupRam(ids[i], sinks[i], &found);
       } else {
         c.expect_waits.fetch_add(1, std::memory_order_relaxed);
@@ -1118,7 +1131,7 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       } else if (found) {
         where[i] = GetSource::kRam;
       }
-    } else if (ctl_->OnDisk(ids[i])) {
+    } else if (!owner_gone && ctl_->OnDisk(ids[i])) {
       from_disk.push_back(i);
       if (!owner) {
         // Ask the owner now; wait below, after every request is out.
