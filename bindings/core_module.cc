@@ -256,14 +256,15 @@ class PyStore {
   // Stores a tensor as a tag-1 value.
   void PutTensor(uint64_t position, int64_t id, const at::Tensor& tensor) {
     Store* store = Checked();
-    DType dtype;
+    DType dtype = DType::kBytes;
     if (!FromScalar(tensor.scalar_type(), &dtype)) {
       ThrowIfError(Status::InvalidArgument(std::string("tensors of dtype ") +
                                            c10::toString(tensor.scalar_type()) +
                                            " cannot be stored"));
     }
     at::Tensor t = tensor.device().is_cpu() ? tensor : tensor.cpu();
-    t = t.contiguous();
+    // The stored bytes are the values: apply a lazy conjugate or negation.
+    t = t.resolve_conj().resolve_neg().contiguous();
     ValueHeader h;
     h.dtype = dtype;
     h.tag = 1;

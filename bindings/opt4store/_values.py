@@ -53,8 +53,13 @@ _TORCH_DTYPE_NAMES = {
 _NAME_TO_TORCH = {v: k for k, v in _TORCH_DTYPE_NAMES.items()}
 
 
+# (kind, itemsize) of the numpy dtypes the value header can name.
+_ARRAY_DTYPES = {("b", 1), ("u", 1), ("i", 1), ("u", 2), ("i", 2), ("u", 4), ("i", 4),
+                 ("u", 8), ("i", 8), ("f", 2), ("f", 4), ("f", 8), ("c", 8), ("c", 16)}
+
+
 def _supported_array(a):
-    return a.dtype.kind in "biufc" and a.dtype.hasobject is False
+    return (a.dtype.kind, a.dtype.itemsize) in _ARRAY_DTYPES and a.dtype.fields is None
 
 
 def _structurable(value, depth=0):
@@ -78,11 +83,12 @@ def encode(value):
     """Returns (meta bytes, payload buffer) for a value that is not a tensor."""
     global _warned_pickle
     if isinstance(value, np.ndarray) and _supported_array(value):
+        shape = value.shape  # ascontiguousarray makes a 0-d array 1-d
         a = np.ascontiguousarray(value)
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("<"))
         meta = _core.encode_header(a.dtype.str if a.dtype.itemsize > 1 else a.dtype.name,
-                                   list(a.shape), TAG_NUMPY, b"")
+                                   list(shape), TAG_NUMPY, b"")
         return meta, a.reshape(-1).view(np.uint8) if a.size else np.empty(0, np.uint8)
     if isinstance(value, (tuple, list, dict)) and _structurable(value):
         chunks = []
@@ -91,13 +97,15 @@ def encode(value):
         def flatten(v):
             nonlocal size
             if isinstance(v, torch.Tensor):
-                t = v.detach().cpu().contiguous()
+                t = v.detach().cpu().resolve_conj().resolve_neg().contiguous()
                 data = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else np.empty(0, np.uint8)
                 leaf = _Leaf("t", _TORCH_DTYPE_NAMES[t.dtype], tuple(t.shape), size, data.nbytes)
             elif isinstance(v, np.ndarray):
                 a = np.ascontiguousarray(v)
+                if a.dtype.byteorder == ">":
+                    a = a.astype(a.dtype.newbyteorder("<"))
                 data = a.reshape(-1).view(np.uint8) if a.size else np.empty(0, np.uint8)
-                leaf = _Leaf("a", a.dtype.str, a.shape, size, data.nbytes)
+                leaf = _Leaf("a", a.dtype.str, v.shape, size, data.nbytes)
             elif isinstance(v, tuple):
                 return tuple(flatten(x) for x in v)
             elif isinstance(v, list):

@@ -2,6 +2,7 @@
 
 import warnings
 
+import numpy as np
 import torch
 import torch.utils.data
 
@@ -26,9 +27,14 @@ class CachedDataset(torch.utils.data.Dataset):
         self.dataset = dataset
         self.store = store
         store._bind(len(dataset), sampler)
-        # A memoryview indexes to a Python int in tens of nanoseconds.
-        self._plan = memoryview(sampler.plan) if sampler is not None else None
+        # A memoryview indexes to a Python int in tens of nanoseconds. The
+        # plan as the store numbers positions: host positions when the store
+        # is shared by a host's local ranks (a view, see PlannedSampler).
+        plan = sampler._store_plan() if sampler is not None else None
+        self._plan = memoryview(plan) if isinstance(plan, np.ndarray) else plan
         self._cursor = sampler.position() if sampler is not None else 0
+        self._stride, self._offset = (sampler._stride, sampler._offset) \
+            if sampler is not None else (1, 0)
         self._warned_drift = False
         self._get = store._core.get
 
@@ -47,12 +53,14 @@ class CachedDataset(torch.utils.data.Dataset):
             return result if type(result) is torch.Tensor else _values.decode(result)
         value = self.dataset[int(index)]
         self._put(position, int(index), value)
+        if type(value) is torch.Tensor and not value.is_contiguous():
+            value = value.contiguous()  # as every later read returns it
         return value
 
     def _guess_position(self, index):
         if self._plan is None or torch.utils.data.get_worker_info() is not None:
             return NO_POSITION
-        position = self._cursor
+        position = self._cursor * self._stride + self._offset
         self._cursor += 1
         if position >= len(self._plan) or self._plan[position] != index:
             self._drift(index, position)
@@ -78,12 +86,12 @@ class CachedDataset(torch.utils.data.Dataset):
     def __getstate__(self):
         state = dict(self.__dict__)
         del state["_get"]
-        if self._plan is not None:
+        if isinstance(self._plan, memoryview):
             state["_plan"] = self._plan.obj  # memoryviews do not pickle
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        if self._plan is not None:
+        if isinstance(self._plan, np.ndarray):
             self._plan = memoryview(self._plan)
         self._get = self.store._core.get

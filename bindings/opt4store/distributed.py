@@ -21,6 +21,7 @@ position i * local_world_size + r (the order the host's store sees when the
 ranks advance in lockstep, as DDP makes them). See PlannedSampler.
 """
 
+import atexit
 import hashlib
 import json
 import os
@@ -129,10 +130,6 @@ class LocalSharing:
             self.local_rank, self.local_world_size = resolve_layout(*self._given)
         return self.local_rank, self.local_world_size
 
-    @property
-    def is_owner_rank(self):
-        return self.layout()[0] == 0
-
     # ---- binding
 
     def bind(self, store, dataset_size, sampler):
@@ -160,7 +157,10 @@ class LocalSharing:
             except Exception as e:  # published, then raised below
                 error = e
                 if store._core is not None and not store._core.closed:
-                    store._core.close()
+                    try:
+                        store._core.close()
+                    except Error:
+                        pass
                 store._core = None
         elif sampler is not None:
             try:
@@ -254,8 +254,11 @@ class LocalSharing:
         with open(temporary, "w") as f:
             json.dump(record, f)
         os.replace(temporary, target)
-        if error is None:
-            self._handle_file = target
+        # Removed at close, or at exit when the store is never closed (an
+        # error record too, once the readers had their chance to see it).
+        if self._handle_file is None:
+            atexit.register(self.unpublish)
+        self._handle_file = target
 
     def _wait_for_file(self):
         """The owner's store, attached, once a live owner has published it."""

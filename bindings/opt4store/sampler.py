@@ -1,5 +1,6 @@
 """PlannedSampler: records any torch Sampler's order ahead of time."""
 
+import copy
 import hashlib
 
 import numpy as np
@@ -22,6 +23,40 @@ class PlannedIndex(int):
         return (_make_index, (int(self), self.position))
 
 
+def _record(sampler, epochs):
+    """The sampler's order for each epoch, calling set_epoch(e) where it exists."""
+    orders = []
+    for epoch in range(epochs):
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        orders.append(np.fromiter((int(i) for i in sampler), dtype=np.int64))
+    return orders
+
+
+class _StorePlan:
+    """One rank's plan as a store shared by the host's local ranks numbers
+    it: host position i * stride + offset holds plan[i]; the other local
+    ranks' positions read as -1 (never an index). Offers what CachedDataset's
+    drift check needs, len() and [position], without the host-sized array."""
+
+    def __init__(self, plan, stride, offset):
+        self.plan, self.stride, self.offset = plan, stride, offset
+        self._ids = memoryview(plan)  # indexes to a Python int
+
+    def __len__(self):
+        return len(self._ids) * self.stride
+
+    def __getitem__(self, position):
+        i, r = divmod(int(position) - self.offset, self.stride)
+        return self._ids[i] if r == 0 and 0 <= i < len(self._ids) else -1
+
+    def __getstate__(self):
+        return (self.plan, self.stride, self.offset)  # memoryviews do not pickle
+
+    def __setstate__(self, state):
+        self.__init__(*state)
+
+
 class PlannedSampler(torch.utils.data.Sampler):
     """Wraps a Sampler and records its order for ``epochs`` epochs up front,
     calling ``set_epoch(e)`` on samplers that have it (DistributedSampler).
@@ -33,6 +68,17 @@ class PlannedSampler(torch.utils.data.Sampler):
     loader with workers fetches a few batches ahead of the training loop, so
     pass ``consumed=`` (samples the loop has processed in this epoch) for an
     exact count.
+
+    DDP: over a DistributedSampler, each rank records and yields its own
+    share as above. When a CachedDataset binds it to a store shared by the
+    host's local ranks (``Store(..., shared="local")``), the plan positions
+    become host positions: this rank's i-th read (i = epoch * len + index)
+    is at ``i * local_world_size + local_rank``, the order the host's store
+    sees while the ranks advance in lockstep. Local rank 0, which plans the
+    shared store, records the other local ranks' orders from copies of the
+    DistributedSampler with their ``rank`` (ranks node * local_world_size
+    + r), so the base sampler must give each rank's order deterministically
+    from (rank, epoch), as DistributedSampler does with its seed.
     """
 
     def __init__(self, sampler, epochs):
@@ -40,11 +86,7 @@ class PlannedSampler(torch.utils.data.Sampler):
             raise InvalidArgumentError("epochs must be at least 1")
         self.sampler = sampler
         self.epochs = int(epochs)
-        orders = []
-        for epoch in range(self.epochs):
-            if hasattr(sampler, "set_epoch"):
-                sampler.set_epoch(epoch)
-            orders.append(np.fromiter((int(i) for i in sampler), dtype=np.int64))
+        orders = _record(sampler, self.epochs)
         lengths = {len(o) for o in orders}
         if len(lengths) != 1:
             raise InvalidArgumentError(
@@ -60,6 +102,10 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._yielded = 0
         self._current_epoch = 0
         self._stores = []
+        # Store positions: own position * _stride + _offset (host positions
+        # of a store shared by _stride local ranks; else 1 and 0).
+        self._stride = 1
+        self._offset = 0
 
     def __len__(self):
         return self.epoch_length
@@ -75,10 +121,11 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._current_epoch = epoch
         base = epoch * self.epoch_length
         ids = self.plan[base:base + self.epoch_length].tolist()
+        stride, offset = self._stride, self._offset
         self._yielded = start
         for i in range(start, self.epoch_length):
             index = PlannedIndex(ids[i])
-            index.position = base + i
+            index.position = (base + i) * stride + offset
             self._yielded = i + 1
             yield index
 
@@ -101,16 +148,86 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._current_epoch = self._epoch
         self._yielded = self._start
         for store in self._stores:
-            store._set_plan(self.plan, self.epoch_length, self.position())
+            self._plan_store(store)
 
     def position(self):
         """The plan position the next iter() starts at."""
         return self._epoch * self.epoch_length + self._start
 
     def _attach_store(self, store):
-        store._set_plan(self.plan, self.epoch_length, self.position())
+        layout = store._local_layout()
+        if layout is not None:
+            self._share(*layout)
+        self._plan_store(store)
         if store not in self._stores:
             self._stores.append(store)
+
+    def _plan_store(self, store):
+        """Gives the store this plan from position(), unless another process
+        plans it (a reader of a shared store)."""
+        if not store._plans():
+            return
+        if self._stride == 1:
+            store._set_plan(self.plan, self.epoch_length, self.position())
+        else:
+            store._set_plan(self._host_plan_array(), self.epoch_length * self._stride,
+                            self.position() * self._stride)
+
+    def _check_shareable(self, local_rank, local_world_size):
+        """Raises unless this sampler can drive a store shared by the host's
+        local ranks."""
+        if local_world_size == 1:
+            return
+        num_replicas = getattr(self.sampler, "num_replicas", None)
+        rank = getattr(self.sampler, "rank", None)
+        if num_replicas is None or rank is None:
+            raise InvalidArgumentError(
+                f"a store shared by {local_world_size} local ranks needs a PlannedSampler over "
+                "a DistributedSampler (a sampler with num_replicas and rank), to know every "
+                f"local rank's order; got {type(self.sampler).__name__}")
+        if num_replicas % local_world_size or rank % local_world_size != local_rank:
+            raise InvalidArgumentError(
+                f"the DistributedSampler's rank {rank} of {num_replicas} is not local rank "
+                f"{local_rank} of {local_world_size}: a host's ranks must be contiguous "
+                "(rank = node * local_world_size + local_rank)")
+
+    def _share(self, local_rank, local_world_size):
+        """Yields host positions of a store shared by local_world_size local ranks."""
+        self._check_shareable(local_rank, local_world_size)
+        layout = (local_world_size, local_rank)
+        if self._stores and (self._stride, self._offset) != layout:
+            raise InvalidArgumentError(
+                "this PlannedSampler already drives a store with other positions; use one "
+                "sampler per store layout (shared or not)")
+        self._stride, self._offset = layout
+
+    def _store_plan(self):
+        """The plan indexed by the store's positions (for drift checks)."""
+        if self._stride == 1:
+            return self.plan
+        return _StorePlan(self.plan, self._stride, self._offset)
+
+    def _host_plan_array(self):
+        """The host's plan: every local rank's order, interleaved read by read.
+        Recorded anew at each call (the store keeps its own copy), so that
+        the sampler does not hold local_world_size plans."""
+        local_world = self._stride
+        node = self.sampler.rank // local_world
+        host = np.empty((len(self.plan), local_world), dtype=np.int64)
+        for r in range(local_world):
+            if r == self._offset:
+                host[:, r] = self.plan
+                continue
+            other = copy.copy(self.sampler)
+            other.rank = node * local_world + r
+            orders = _record(other, self.epochs)
+            if any(len(o) != self.epoch_length for o in orders):
+                raise InvalidArgumentError(
+                    f"rank {other.rank}'s epochs have lengths {sorted({len(o) for o in orders})}, "
+                    f"rank {self.sampler.rank}'s {self.epoch_length}: the local ranks of a "
+                    "shared store need equal epoch lengths")
+            host[:, r] = np.concatenate(orders)
+        return host.reshape(-1)
 
     def __getstate__(self):
         state = dict(self.__dict__)

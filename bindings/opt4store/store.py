@@ -118,6 +118,12 @@ class Store:
     def is_open(self):
         return self._core is not None and not self._core.closed
 
+    @property
+    def is_owner(self):
+        """True in the process that opened the store: local rank 0 of a
+        shared store; False in its readers and DataLoader workers."""
+        return self.is_open and self._core.is_owner()
+
     def stats(self):
         """Totals across every process that used the store: accesses,
         hits_ram, hits_disk, source_loads, drift, bytes_ram, bytes_disk,
