@@ -1,0 +1,38 @@
+"""pytest setup for opt4store's Python tests.
+
+The package under test is the one CMake builds into <build>/python
+(build.sh puts it on PYTHONPATH and sets OPT4STORE_BUILD_DIR). When only
+OPT4STORE_BUILD_DIR is set, its python/ directory is added here.
+"""
+
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+if _here not in sys.path:
+    sys.path.insert(0, _here)  # o4s_testlib, for tests and spawned workers
+
+_build = os.environ.get("OPT4STORE_BUILD_DIR")
+if _build:
+    _pkg = os.path.join(_build, "python")
+    if os.path.isdir(os.path.join(_pkg, "opt4store")) and _pkg not in sys.path:
+        sys.path.insert(0, _pkg)
+        # Spawned workers and child interpreters find it the same way.
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_pkg, os.environ.get("PYTHONPATH")) if p)
+
+import pytest  # noqa: E402
+
+from o4s_testlib import CallCounter  # noqa: E402
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    """A directory for a store (not created: the store creates it)."""
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def counter(tmp_path):
+    """Counts source calls across processes."""
+    return CallCounter(tmp_path / "source_calls")

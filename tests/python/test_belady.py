@@ -1,0 +1,80 @@
+"""The Belady equality: with a capacity in items, uniform sizes, no disk
+tier and 0 workers, the store loads from the source exactly reads - hits of
+an offline Belady (MIN with bypass) on the recorded sequence."""
+
+import random
+
+import pytest
+import torch
+import torch.utils.data
+
+import opt4store
+from o4s_testlib import (UniformDataset, belady_hits, belady_hits_scan, check_epoch,
+                         optimal_hits_exhaustive, uniform_item)
+
+N = 150
+EPOCHS = 4
+BATCH = 10
+
+
+def base_sampler(kind, seed):
+    g = torch.Generator().manual_seed(seed)
+    if kind == "shuffled":
+        return torch.utils.data.RandomSampler(range(N), generator=g)
+    if kind == "replacement":
+        return torch.utils.data.RandomSampler(range(N), replacement=True, generator=g)
+    if kind == "weighted":
+        weights = torch.linspace(0.1, 3.0, N)  # skewed: some items are read often
+        return torch.utils.data.WeightedRandomSampler(weights, N, replacement=True, generator=g)
+    if kind == "list":  # a fixed list of indices, the same every epoch
+        rng = random.Random(seed)
+        return [rng.randrange(N) for _ in range(N)]
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("capacity", [1, 10, 50, 100, N])
+@pytest.mark.parametrize("kind", ["shuffled", "replacement", "weighted", "list"])
+def test_source_loads_equal_belady(tmp_path, counter, kind, capacity):
+    store = opt4store.Store(tmp_path / "store", ram_items=capacity, disk=0)
+    sampler = opt4store.PlannedSampler(base_sampler(kind, 17 + capacity), epochs=EPOCHS)
+    ds = opt4store.CachedDataset(UniformDataset(N, counter=counter), store, sampler)
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=0)
+    try:
+        for epoch in range(EPOCHS):
+            wrong = check_epoch(loader, sampler.plan, epoch, N, BATCH, uniform_item, stacked=True)
+            assert wrong == [], wrong[:3]
+        sequence = [int(i) for i in sampler.plan]
+        assert len(sequence) == N * EPOCHS
+        hits = belady_hits(sequence, capacity)
+        assert hits == belady_hits_scan(sequence, capacity)
+        st = store.stats()
+        assert st["accesses"] == len(sequence), st
+        assert counter.count == st["source_loads"], st
+        assert st["source_loads"] == len(sequence) - hits, (
+            f"{kind}, C={capacity}: store loaded {st['source_loads']}, "
+            f"Belady loads {len(sequence) - hits} of {len(sequence)} reads")
+        assert st["hits_ram"] == hits, st
+    finally:
+        store.close()
+
+
+def test_belady_oracle_is_optimal_on_small_sequences():
+    """The test's own Belady against an exhaustive search over every
+    admission and eviction choice, so that the equality above means OPT."""
+    rng = random.Random(8)
+    for _ in range(150):
+        ids = rng.randint(2, 5)
+        sequence = tuple(rng.randrange(ids) for _ in range(rng.randint(1, 11)))
+        for capacity in range(1, ids + 1):
+            best = optimal_hits_exhaustive(sequence, capacity)
+            assert belady_hits(sequence, capacity) == best, (sequence, capacity)
+            assert belady_hits_scan(sequence, capacity) == best, (sequence, capacity)
+
+
+def test_belady_oracle_known_values():
+    # a b c a b c with room for 2: keep a and b (or bypass c): 2 hits.
+    assert belady_hits(list("abcabc"), 2) == 2
+    assert belady_hits(list("abcabc"), 3) == 3
+    assert belady_hits(list("aaaa"), 1) == 3
+    assert belady_hits(list("abab"), 0) == 0
+    assert belady_hits([], 4) == 0

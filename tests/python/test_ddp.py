@@ -1,0 +1,294 @@
+"""DDP: the local ranks of a host share one store (issue 4).
+
+Two local ranks run as two interpreters, as torchrun starts them (LOCAL_RANK,
+LOCAL_WORLD_SIZE, RANK and WORLD_SIZE in their environment), under gloo on
+the CPU with a file:// rendezvous in tmp_path. Each wraps a shuffling
+DistributedSampler in a PlannedSampler, reads through a CachedDataset over
+ONE store shared by both (rank 0 the owner, rank 1 a reader), and trains a
+tiny DDP model so that the ranks advance in lockstep. Checked: every sample
+against the deterministic source, that rank 1 never owned the store, that
+stats() gives the host's totals on both ranks, and the host's source loads
+(once per item with a RAM tier that holds the dataset; else within 2% of
+the reads of an offline Belady on the interleaved host sequence).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data
+
+import opt4store
+from o4s_testlib import CallCounter, UniformDataset, belady_hits, child_env, uniform_item
+
+try:
+    import torch.distributed as dist
+    _GLOO = dist.is_available() and dist.is_gloo_available()
+except ImportError:  # pragma: no cover
+    _GLOO = False
+
+needs_gloo = pytest.mark.skipif(not _GLOO, reason="torch.distributed with gloo is not available")
+
+N = 512        # items; a multiple of the world size, so DistributedSampler pads nothing
+NUMEL = 64     # float32 elements per item
+EPOCHS = 3
+BATCH = 16
+SEED = 11
+WORLD = 2
+
+
+def host_sequence(n=N, world=WORLD, epochs=EPOCHS, seed=SEED):
+    """The host's reads in lockstep: rank r's i-th read at i * world + r."""
+    ds = list(range(n))
+    columns = []
+    for r in range(world):
+        s = torch.utils.data.DistributedSampler(ds, num_replicas=world, rank=r, shuffle=True,
+                                                seed=seed)
+        order = []
+        for e in range(epochs):
+            s.set_epoch(e)
+            order.extend(int(i) for i in s)
+        columns.append(order)
+    return np.array(columns, dtype=np.int64).T.reshape(-1)
+
+
+# ---------------------------------------------------------------- one rank (a child interpreter)
+
+
+def _rank_main(config_path, rank):
+    with open(config_path) as f:
+        cfg = json.load(f)
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel
+
+    def init_group():
+        dist.init_process_group("gloo", init_method="file://" + cfg["rendezvous"], rank=rank,
+                                world_size=WORLD)
+
+    if cfg["exchange"] == "group":
+        init_group()  # the owner's handle travels by all_gather
+    torch.manual_seed(0)
+    counter = CallCounter(cfg["counter"])
+    dataset = UniformDataset(N, NUMEL, counter=counter)
+    base = torch.utils.data.DistributedSampler(dataset, num_replicas=WORLD, rank=rank,
+                                               shuffle=True, seed=SEED)
+    sampler = opt4store.PlannedSampler(base, epochs=EPOCHS)
+    store = opt4store.Store(cfg["path"], ram_items=cfg["ram_items"], disk=cfg["disk"],
+                            shared="local")
+    ds = opt4store.CachedDataset(dataset, store, sampler)
+    if cfg["exchange"] == "file":
+        init_group()  # the handle went through a file; DDP needs the group from here on
+    owner = store.is_owner
+
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH,
+                                         num_workers=cfg["workers"],
+                                         multiprocessing_context=cfg["context"],
+                                         # spawned workers start once, not once an epoch
+                                         persistent_workers=cfg["context"] == "spawn")
+    model = DistributedDataParallel(nn.Linear(NUMEL, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    length = sampler.epoch_length
+    wrong, seen = 0, 0
+    for epoch in range(EPOCHS):
+        for b, batch in enumerate(loader):
+            first = epoch * length + b * BATCH
+            ids = sampler.plan[first:first + len(batch)]
+            expected = torch.stack([uniform_item(i, NUMEL) for i in ids])
+            wrong += sum(not torch.equal(g, e) for g, e in zip(batch, expected))
+            seen += len(batch)
+            loss = model(batch).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()  # all-reduce: the ranks stay in lockstep
+            optimizer.step()
+
+    dist.barrier()
+    stats = store.stats()
+    result = {"rank": rank, "owner": owner, "wrong": int(wrong), "seen": seen,
+              "stride": sampler._stride, "offset": sampler._offset,
+              "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, bool))}}
+    dist.barrier()
+    if not store.is_owner:
+        store.close()  # the readers first
+    dist.barrier()
+    store.close()
+    with open(cfg["results"] + f".{rank}", "w") as f:
+        json.dump(result, f)
+    dist.destroy_process_group()
+
+
+# ---------------------------------------------------------------- the parent
+
+
+def _run_ranks(tmp_path, *, ram_items, disk, workers, exchange, local_env=True, context=None,
+               timeout=90):
+    cfg = {"rendezvous": str(tmp_path / "rendezvous"), "counter": str(tmp_path / "calls"),
+           "path": str(tmp_path / "store"), "ram_items": ram_items, "disk": disk,
+           "workers": workers, "context": context, "exchange": exchange,
+           "results": str(tmp_path / "result")}
+    CallCounter(cfg["counter"])
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps(cfg))
+    code = "import sys, test_ddp; test_ddp._rank_main(sys.argv[1], int(sys.argv[2]))"
+    procs = []
+    for rank in range(WORLD):
+        env = child_env()
+        for name in ("LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+            env.pop(name, None)
+        if local_env:  # as torchrun sets them; else the ranks of this host's name
+            env.update({"LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(WORLD)})
+        env.update({"RANK": str(rank), "WORLD_SIZE": str(WORLD), "OMP_NUM_THREADS": "1"})
+        procs.append(subprocess.Popen([sys.executable, "-c", code, str(config_path), str(rank)],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True))
+    outputs = []
+    try:
+        for p in procs:
+            outputs.append(p.communicate(timeout=timeout)[0])
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        outputs = [p.communicate()[0] for p in procs]
+        pytest.fail("the ranks did not finish in time:\n" +
+                    "\n".join(f"--- rank {r}\n{o}" for r, o in enumerate(outputs)))
+    for rank, (p, out) in enumerate(zip(procs, outputs)):
+        assert p.returncode == 0, f"rank {rank} failed (rc {p.returncode}):\n{out}"
+    results = []
+    for rank in range(WORLD):
+        with open(cfg["results"] + f".{rank}") as f:
+            results.append(json.load(f))
+    return results, CallCounter(cfg["counter"]).count
+
+
+def _check_common(results):
+    reads = EPOCHS * N
+    for r in results:
+        assert r["wrong"] == 0, f"rank {r['rank']}: {r['wrong']} wrong samples"
+        assert r["seen"] == reads // WORLD
+        assert (r["stride"], r["offset"]) == (WORLD, r["rank"])  # host positions
+        # stats() on any rank: the host's totals. No drift: every rank's
+        # positions met the owner's interleaved plan.
+        assert r["stats"]["accesses"] == reads, (r["rank"], r["stats"])
+        assert r["stats"]["drift"] == 0, (r["rank"], r["stats"])
+        assert r["stats"]["total_positions"] == reads
+    assert results[0]["owner"] is True
+    assert results[1]["owner"] is False, "rank 1 opened the store as its owner"
+
+
+@needs_gloo
+@pytest.mark.parametrize("workers,exchange,disk", [(0, "group", "64MiB"), (2, "file", 0)],
+                         ids=["workers0-group-disk", "workers2-file-nodisk"])
+def test_ddp_shared_store_loads_each_item_once(tmp_path, workers, exchange, disk):
+    """A RAM tier that holds the dataset: each item comes from the source
+    once across both ranks; epochs 2 and 3 are all hits."""
+    results, calls = _run_ranks(tmp_path, ram_items=N, disk=disk, workers=workers,
+                                exchange=exchange)
+    _check_common(results)
+    stats = results[0]["stats"]
+    assert calls == N, f"{calls} source loads for {N} items (stats {stats})"
+    assert stats["source_loads"] == N
+    assert stats["hits_ram"] + stats["hits_disk"] == (EPOCHS - 1) * N
+    assert results[1]["stats"]["source_loads"] == N
+    # The handle file, if one was used, is gone with the owner's close.
+    sharing = opt4store.Store(tmp_path / "store", shared="local", local_rank=0,
+                              local_world_size=WORLD)._sharing
+    assert not os.path.exists(sharing.handle_file())
+
+
+@needs_gloo
+@pytest.mark.parametrize("workers,context,local_env", [(0, None, True), (2, "spawn", False)],
+                         ids=["workers0", "workers2-spawn-local-ranks-by-host"])
+def test_ddp_shared_store_belady_on_host_sequence(tmp_path, workers, context, local_env):
+    """A small RAM tier: the host's hits are those of an offline Belady on
+    the interleaved host sequence, give or take 2% of the reads."""
+    capacity = 96
+    results, calls = _run_ranks(tmp_path, ram_items=capacity, disk=0, workers=workers,
+                                exchange="group", local_env=local_env, context=context)
+    _check_common(results)
+    stats = results[0]["stats"]
+    sequence = host_sequence()
+    reads = len(sequence)
+    best = belady_hits(sequence.tolist(), capacity)
+    hits = stats["hits_ram"] + stats["hits_disk"]
+    slack = int(0.02 * reads)
+    assert hits >= best - slack, f"hits {hits}, Belady {best}, slack {slack}: {stats}"
+    assert calls == stats["source_loads"] == reads - hits, stats
+
+
+# ---------------------------------------------------------------- in one process
+
+
+def test_host_plan_interleaves_the_local_ranks(tmp_path):
+    """Local rank 0 of 2 (no process group: the handle goes to a file),
+    alone: it plans the shared store with both ranks' orders interleaved,
+    and its indices carry host positions."""
+    dataset = UniformDataset(N, NUMEL)
+    base = torch.utils.data.DistributedSampler(dataset, num_replicas=WORLD, rank=0,
+                                               shuffle=True, seed=SEED)
+    sampler = opt4store.PlannedSampler(base, epochs=EPOCHS)
+    store = opt4store.Store(tmp_path / "store", ram_items=N, disk=0, shared="local",
+                            local_rank=0, local_world_size=WORLD)
+    try:
+        ds = opt4store.CachedDataset(dataset, store, sampler)
+        assert store.is_owner
+        np.testing.assert_array_equal(sampler._host_plan_array(), host_sequence())
+        assert store.stats()["total_positions"] == EPOCHS * N
+        indices = list(iter(sampler))
+        assert [index.position for index in indices[:3]] == [0, 2, 4]
+        assert [int(i) for i in indices] == sampler.plan[:N // WORLD].tolist()
+        for index in indices[:8]:
+            assert torch.equal(ds[index], uniform_item(index, NUMEL))
+        handle_file = store._sharing.handle_file()
+        assert os.path.exists(handle_file)
+    finally:
+        store.close()
+    assert not os.path.exists(handle_file)
+
+
+def test_shared_store_needs_a_distributed_sampler(tmp_path):
+    dataset = UniformDataset(64, 4)
+    sampler = opt4store.PlannedSampler(torch.utils.data.RandomSampler(dataset), epochs=1)
+    store = opt4store.Store(tmp_path / "store", ram_items=8, disk=0, shared="local",
+                            local_rank=1, local_world_size=2)
+    with pytest.raises(opt4store.InvalidArgumentError, match="DistributedSampler"):
+        opt4store.CachedDataset(dataset, store, sampler)
+    assert store._core is None  # a reader that failed attached nothing
+
+
+def test_shared_store_ranks_must_be_contiguous(tmp_path):
+    dataset = UniformDataset(64, 4)
+    base = torch.utils.data.DistributedSampler(dataset, num_replicas=4, rank=2)
+    sampler = opt4store.PlannedSampler(base, epochs=1)
+    store = opt4store.Store(tmp_path / "store", ram_items=8, disk=0, shared="local",
+                            local_rank=1, local_world_size=2)
+    with pytest.raises(opt4store.InvalidArgumentError, match="contiguous"):
+        opt4store.CachedDataset(dataset, store, sampler)
+
+
+def test_reader_times_out_without_an_owner(tmp_path):
+    dataset = UniformDataset(64, 4)
+    base = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=1)
+    sampler = opt4store.PlannedSampler(base, epochs=1)
+    store = opt4store.Store(tmp_path / "store", ram_items=8, disk=0, shared="local",
+                            local_rank=1, local_world_size=2, shared_timeout=0.3)
+    with pytest.raises(opt4store.Error, match="waited"):
+        opt4store.CachedDataset(dataset, store, sampler)
+
+
+def test_shared_store_single_process_is_a_plain_store(tmp_path):
+    """shared='local' with one local rank (no torchrun): an ordinary store."""
+    dataset = UniformDataset(64, 4)
+    sampler = opt4store.PlannedSampler(torch.utils.data.RandomSampler(dataset), epochs=1)
+    env = {k: os.environ.pop(k) for k in ("LOCAL_RANK", "LOCAL_WORLD_SIZE") if k in os.environ}
+    try:
+        with opt4store.Store(tmp_path / "store", ram_items=64, disk=0, shared="local") as store:
+            ds = opt4store.CachedDataset(dataset, store, sampler)
+            for index in sampler:
+                assert torch.equal(ds[index], uniform_item(index, 4))
+            assert store.stats()["source_loads"] == 64
+            assert store.stats()["drift"] == 0
+    finally:
+        os.environ.update(env)

@@ -1,0 +1,171 @@
+"""Errors are opt4store.Error subclasses (and the matching built-ins) with
+messages that say what is wrong."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import opt4store
+from o4s_testlib import UniformDataset, child_env
+
+
+def test_error_hierarchy():
+    for cls in (opt4store.InvalidArgumentError, opt4store.BusyError, opt4store.NoSpaceError,
+                opt4store.CorruptionError, opt4store.NotFoundError, opt4store.OutOfRangeError,
+                opt4store.IOError_):
+        assert issubclass(cls, opt4store.Error)
+    assert issubclass(opt4store.InvalidArgumentError, ValueError)
+    assert issubclass(opt4store.OutOfRangeError, IndexError)
+    assert issubclass(opt4store.NotFoundError, KeyError)
+    assert issubclass(opt4store.IOError_, OSError)
+
+
+def test_ram_and_ram_items_conflict(store_path):
+    with pytest.raises(opt4store.InvalidArgumentError) as e:
+        opt4store.Store(store_path, ram="1GiB", ram_items=100)
+    assert "ram=" in str(e.value) and "ram_items=" in str(e.value)
+    assert isinstance(e.value, ValueError)
+
+
+def test_unknown_policy(store_path):
+    with pytest.raises(opt4store.InvalidArgumentError, match="belady-ish"):
+        opt4store.Store(store_path, policy="belady-ish")
+
+
+@pytest.mark.parametrize("size", ["lots", "12 parsecs", "GiB", "-1GiB", -5, "1..5GiB", True, ""])
+def test_bad_size_strings(store_path, size):
+    with pytest.raises(opt4store.InvalidArgumentError) as e:
+        opt4store.Store(store_path, ram=size)
+    assert "ram" in str(e.value)
+    with pytest.raises(opt4store.InvalidArgumentError):
+        opt4store.Store(store_path, ram_items=10, disk=size)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("512MiB", 512 << 20), ("2GiB", 2 << 30), ("1.5GB", 1_500_000_000), ("1000000", 10**6),
+    (" 64 KiB ", 64 << 10), ("3k", 3 << 10), (4096, 4096), ("0", 0), ("2gib", 2 << 30),
+])
+def test_good_size_strings(text, expected):
+    assert opt4store.parse_size(text) == expected
+
+
+def test_dataset_of_another_size_than_the_store(store_path):
+    store = opt4store.Store(store_path, ram_items=10, disk="16MiB")
+    opt4store.CachedDataset(UniformDataset(100), store)
+    store.close()
+
+    store = opt4store.Store(store_path, ram_items=10, disk="16MiB")
+    try:
+        with pytest.raises(opt4store.InvalidArgumentError) as e:
+            opt4store.CachedDataset(UniformDataset(50), store)
+        assert "100" in str(e.value) and "50" in str(e.value)
+        # The right size still works.
+        ds = opt4store.CachedDataset(UniformDataset(100), store)
+        assert torch.equal(ds[3], UniformDataset(100)[3])
+    finally:
+        store.close()
+
+
+HOLDER = r"""
+import sys
+import opt4store
+from o4s_testlib import UniformDataset
+store = opt4store.Store(sys.argv[1], ram_items=10, disk="16MiB")
+opt4store.CachedDataset(UniformDataset(100), store)
+print("ready", flush=True)
+sys.stdin.read()  # hold the store open until the parent closes stdin
+store.close()
+"""
+
+
+def test_second_process_gets_busy(store_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, os.fspath(store_path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env=child_env())
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(opt4store.BusyError) as e:
+            opt4store.Store(store_path, ram_items=10, disk="16MiB")
+        message = str(e.value)
+        assert str(holder.pid) in message, message  # names the holder
+    finally:
+        holder.stdin.close()
+        assert holder.wait(timeout=60) == 0
+    # Once the holder is gone, the store opens again.
+    store = opt4store.Store(store_path, ram_items=10, disk="16MiB")
+    assert store.is_open
+    store.close()
+
+
+def test_ram_budget_larger_than_dev_shm(store_path):
+    store = opt4store.Store(store_path, ram="64MiB", disk=0, shm_free_bytes_for_testing=1 << 20)
+    with pytest.raises(opt4store.NoSpaceError) as e:
+        opt4store.CachedDataset(UniformDataset(10), store)
+    message = str(e.value)
+    assert "/dev/shm" in message, message
+    assert not store.is_open
+
+
+def test_index_out_of_range(store_path):
+    store = opt4store.Store(store_path, ram_items=10, disk=0)
+    ds = opt4store.CachedDataset(UniformDataset(10), store)
+    try:
+        for bad in (10, 11, 10**6):
+            with pytest.raises(opt4store.OutOfRangeError) as e:
+                ds[bad]
+            assert isinstance(e.value, IndexError)
+            assert str(bad) in str(e.value)
+        with pytest.raises(IndexError):
+            ds[-1]
+        assert torch.equal(ds[9], UniformDataset(10)[9])  # the store still works
+    finally:
+        store.close()
+
+
+def test_closed_store(store_path):
+    store = opt4store.Store(store_path, ram_items=10, disk=0)
+    ds = opt4store.CachedDataset(UniformDataset(10), store)
+    ds[0]
+    store.close()
+    store.close()  # idempotent
+    assert not store.is_open
+    with pytest.raises(opt4store.IOError_, match="closed"):
+        ds[0]
+    assert store.stats()["accesses"] == 0
+
+
+def test_planned_sampler_rejects_bad_input():
+    with pytest.raises(opt4store.InvalidArgumentError):
+        opt4store.PlannedSampler([0, 1, 2], epochs=0)
+
+    class Shrinking(torch.utils.data.Sampler):
+        def __init__(self):
+            self.epoch = 0
+
+        def set_epoch(self, epoch):
+            self.epoch = epoch
+
+        def __iter__(self):
+            return iter(range(10 - self.epoch))
+
+        def __len__(self):
+            return 10 - self.epoch
+
+    with pytest.raises(opt4store.InvalidArgumentError, match="length"):
+        opt4store.PlannedSampler(Shrinking(), epochs=2)
+    with pytest.raises(opt4store.InvalidArgumentError, match="negative"):
+        opt4store.PlannedSampler([3, -1], epochs=1)
+
+
+def test_plan_beyond_the_dataset(store_path):
+    store = opt4store.Store(store_path, ram_items=10, disk=0)
+    try:
+        with pytest.raises(opt4store.Error) as e:
+            opt4store.CachedDataset(UniformDataset(10), store,
+                                    opt4store.PlannedSampler([1, 2, 30], epochs=1))
+        assert "30" in str(e.value)
+    finally:
+        store.close()

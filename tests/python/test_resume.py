@@ -1,0 +1,179 @@
+"""Exact resume: PlannedSampler.state_dict() in the middle of an epoch and
+load_state_dict() into the same or a fresh sampler continue at exactly the
+next index; a state of another plan is refused."""
+
+import warnings
+
+import pytest
+import torch
+import torch.utils.data
+
+import opt4store
+from o4s_testlib import UniformDataset, check_epoch, uniform_item
+
+N = 100
+BATCH = 10
+EPOCHS = 3
+
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+
+
+def make_sampler(seed=7, epochs=EPOCHS, replacement=False):
+    return opt4store.PlannedSampler(
+        torch.utils.data.RandomSampler(range(N), replacement=replacement,
+                                       generator=torch.Generator().manual_seed(seed)),
+        epochs=epochs)
+
+
+def as_pairs(indices):
+    return [(int(i), i.position) for i in indices]
+
+
+def planned_pairs(sampler, start, stop):
+    return [(int(sampler.plan[p]), p) for p in range(start, stop)]
+
+
+def test_same_seed_records_the_same_plan():
+    a, b = make_sampler(), make_sampler()
+    assert list(a.plan) == list(b.plan) and a.fingerprint == b.fingerprint
+    assert list(make_sampler(seed=8).plan) != list(a.plan)
+    assert len(a) == N and len(a.plan) == N * EPOCHS
+
+
+def test_each_iter_yields_the_next_epoch_with_positions():
+    s = make_sampler()
+    for epoch in range(EPOCHS):
+        got = as_pairs(iter(s))
+        assert got == planned_pairs(s, epoch * N, (epoch + 1) * N)
+    assert all(isinstance(i, opt4store.PlannedIndex) for i in iter(make_sampler()))
+    with pytest.raises(opt4store.InvalidArgumentError):
+        next(iter(s))  # every recorded epoch is used
+
+
+@pytest.mark.parametrize("replacement", [False, True])
+def test_fresh_sampler_resumes_mid_epoch_at_the_next_index(tmp_path, replacement):
+    """num_workers=0: after 4 batches of epoch 1 the state says index 40, and
+    a fresh sampler with the same base sampler and seed continues there."""
+    store = opt4store.Store(tmp_path / "store", ram_items=N // 2, disk=0)
+    sampler = make_sampler(replacement=replacement)
+    ds = opt4store.CachedDataset(UniformDataset(N), store, sampler)
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=0)
+    try:
+        assert check_epoch(loader, sampler.plan, 0, N, BATCH, uniform_item, stacked=True) == []
+        state = sampler.state_dict()
+        assert (state["epoch"], state["index"]) == (1, 0)
+        it = iter(loader)
+        seen = [next(it) for _ in range(4)]
+        state = sampler.state_dict()
+        assert (state["epoch"], state["index"]) == (1, 4 * BATCH)
+        for b, batch in enumerate(seen):
+            for j in range(BATCH):
+                assert torch.equal(batch[j], uniform_item(sampler.plan[N + b * BATCH + j]))
+    finally:
+        store.close()
+
+    fresh = make_sampler(replacement=replacement)
+    fresh.load_state_dict(state)
+    assert fresh.position() == N + 4 * BATCH
+    assert as_pairs(iter(fresh)) == planned_pairs(fresh, N + 4 * BATCH, 2 * N)
+    assert as_pairs(iter(fresh)) == planned_pairs(fresh, 2 * N, 3 * N)
+
+
+def test_resume_through_a_reopened_store(tmp_path, counter):
+    """Stop mid-epoch, close; a new run with a fresh sampler loaded with the
+    state reads on from the next index: right values, no drift, no warning,
+    and nothing loaded again that the disk tier holds."""
+    options = dict(ram_items=N // 4, disk="32MiB")
+    store = opt4store.Store(tmp_path / "store", **options)
+    sampler = make_sampler()
+    ds = opt4store.CachedDataset(UniformDataset(N, counter=counter), store, sampler)
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH)
+    assert check_epoch(loader, sampler.plan, 0, N, BATCH, uniform_item, stacked=True) == []
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    state = sampler.state_dict()
+    del it, loader
+    store.close()
+    assert counter.count == N
+
+    store = opt4store.Store(tmp_path / "store", **options)
+    fresh = make_sampler()
+    fresh.load_state_dict(state)  # before binding: the store is planned from there
+    ds = opt4store.CachedDataset(UniformDataset(N, counter=counter), store, fresh)
+    loader = torch.utils.data.DataLoader(ds, sampler=fresh, batch_size=BATCH)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            batches = list(loader)
+            assert len(batches) == (N - 3 * BATCH) // BATCH
+            for b, batch in enumerate(batches):
+                for j in range(BATCH):
+                    position = N + 3 * BATCH + b * BATCH + j
+                    assert torch.equal(batch[j], uniform_item(fresh.plan[position])), position
+            assert check_epoch(loader, fresh.plan, 2, N, BATCH, uniform_item, stacked=True) == []
+        st = store.stats()
+        assert st["drift"] == 0, st
+        assert st["accesses"] == N - 3 * BATCH + N, st
+        assert st["source_loads"] == 0, st
+        assert counter.count == N
+    finally:
+        store.close()
+
+
+def test_load_state_dict_after_binding_replans_the_store(tmp_path):
+    store = opt4store.Store(tmp_path / "store", ram_items=N // 4, disk=0)
+    sampler = make_sampler()
+    ds = opt4store.CachedDataset(UniformDataset(N), store, sampler)
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH)
+    try:
+        state = dict(make_sampler().state_dict(), epoch=1, index=5 * BATCH)
+        sampler.load_state_dict(state)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            batches = list(loader)
+        assert len(batches) == 5
+        for b, batch in enumerate(batches):
+            for j in range(BATCH):
+                assert torch.equal(batch[j], uniform_item(sampler.plan[N + 5 * BATCH + b * BATCH + j]))
+        assert store.stats()["drift"] == 0
+    finally:
+        store.close()
+
+
+def test_resume_with_workers_and_consumed(tmp_path):
+    """With workers the sampler runs ahead of the loop; consumed= gives the
+    exact count."""
+    store = opt4store.Store(tmp_path / "store", ram_items=N // 2, disk=0)
+    sampler = make_sampler()
+    ds = opt4store.CachedDataset(UniformDataset(N), store, sampler)
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=2,
+                                         multiprocessing_context="fork")
+    try:
+        it = iter(loader)
+        for _ in range(3):
+            next(it)
+        state = sampler.state_dict(consumed=3 * BATCH)
+        assert (state["epoch"], state["index"]) == (0, 3 * BATCH)
+        del it
+    finally:
+        del loader
+        store.close()
+    fresh = make_sampler()
+    fresh.load_state_dict(state)
+    assert as_pairs(iter(fresh)) == planned_pairs(fresh, 3 * BATCH, N)
+
+
+def test_state_of_another_plan_is_refused():
+    state = make_sampler(seed=7).state_dict()
+    for other in (make_sampler(seed=8), make_sampler(epochs=EPOCHS + 1),
+                  make_sampler(replacement=True)):
+        with pytest.raises(opt4store.InvalidArgumentError, match="another plan"):
+            other.load_state_dict(state)
+    with pytest.raises(opt4store.InvalidArgumentError):
+        make_sampler().load_state_dict({})
+    # A refused state leaves the sampler as it was.
+    s = make_sampler()
+    with pytest.raises(opt4store.Error):
+        s.load_state_dict(make_sampler(seed=9).state_dict())
+    assert as_pairs(iter(s)) == planned_pairs(s, 0, N)

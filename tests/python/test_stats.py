@@ -1,0 +1,57 @@
+"""stats(): the documented keys exist and add up, totals across workers."""
+
+import pytest
+import torch
+import torch.utils.data
+
+import opt4store
+from o4s_testlib import UniformDataset, check_epoch, uniform_item
+
+KEYS = ("accesses", "hits_ram", "hits_disk", "source_loads", "drift", "bytes_ram", "bytes_disk")
+N = 120
+BATCH = 12
+
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+
+
+def test_stats_before_the_store_opens(store_path):
+    store = opt4store.Store(store_path, ram_items=10, disk=0)
+    st = store.stats()
+    for key in KEYS:
+        assert st[key] == 0, key
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_stats_add_up(tmp_path, counter, num_workers):
+    numel = 256  # 1 KiB of float32 per item
+    store = opt4store.Store(tmp_path / "store", ram_items=N // 4, disk="32MiB")
+    sampler = opt4store.PlannedSampler(
+        torch.utils.data.RandomSampler(range(N), replacement=True,
+                                       generator=torch.Generator().manual_seed(2)), epochs=3)
+    ds = opt4store.CachedDataset(UniformDataset(N, numel=numel, counter=counter), store, sampler)
+    kwargs = dict(multiprocessing_context="fork") if num_workers else {}
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH,
+                                         num_workers=num_workers, **kwargs)
+    try:
+        for epoch in range(3):
+            assert check_epoch(loader, sampler.plan, epoch, N, BATCH,
+                               lambda i: uniform_item(i, numel), stacked=True) == []
+        st = store.stats()
+        for key in KEYS:
+            assert key in st, key
+            assert isinstance(st[key], int) and st[key] >= 0, (key, st[key])
+        # Totals across every process that read the store.
+        assert st["accesses"] == 3 * N, st
+        assert st["accesses"] == st["hits_ram"] + st["hits_disk"] + st["source_loads"], st
+        assert st["source_loads"] == counter.count, st
+        distinct = len(set(int(i) for i in sampler.plan))
+        assert st["source_loads"] == distinct, st  # the disk tier keeps every item
+        assert st["drift"] == 0, st
+        # Bytes: each item is 1 KiB of payload plus a small header.
+        assert 0 < st["items_ram"] <= N, st
+        assert numel * 4 * st["items_ram"] <= st["bytes_ram"] <= (numel * 4 + 512) * st["items_ram"], st
+        assert st["items_disk"] == distinct, st
+        assert st["bytes_disk"] >= numel * 4 * distinct * 0.5, st  # compression may shrink it a bit
+    finally:
+        del loader
+        store.close()

@@ -1,0 +1,128 @@
+"""DataLoader workers: with 0, 2 and 4 workers, fork and spawn, persistent
+workers on and off, every sample of every batch is the right one (checked
+against the deterministic source in plan order), and 4 workers load from
+the source within 1% as often as 0 workers for the same plan."""
+
+import pytest
+import torch
+import torch.utils.data
+
+import opt4store
+from o4s_testlib import (CallCounter, UniformDataset, VariableDataset, check_epoch, keep_list,
+                         uniform_item, variable_item)
+
+BATCH = 32
+
+# 4 workers on a 2-core machine: torch suggests fewer; that is the point here.
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+
+# (num_workers, multiprocessing context, persistent_workers, items, epochs)
+CASES = [
+    (0, None, False, 300, 3),
+    (2, "fork", False, 300, 3),
+    (2, "fork", True, 300, 3),
+    (4, "fork", False, 300, 3),
+    (4, "fork", True, 300, 3),
+    # Spawned workers import torch afresh: fewer items and epochs.
+    (2, "spawn", False, 96, 2),
+    (2, "spawn", True, 96, 2),
+    (4, "spawn", True, 64, 2),
+]
+
+
+def loader_for(ds, sampler, num_workers, context, persistent, batch_size, collate_fn=None):
+    kwargs = {}
+    if num_workers:
+        kwargs = dict(multiprocessing_context=context, persistent_workers=persistent)
+    return torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=batch_size,
+                                       num_workers=num_workers, collate_fn=collate_fn, **kwargs)
+
+
+@pytest.mark.parametrize("num_workers,context,persistent,n,epochs", CASES,
+                         ids=[f"w{c[0]}-{c[1] or 'main'}-{'persistent' if c[2] else 'fresh'}"
+                              for c in CASES])
+def test_every_sample_is_right(tmp_path, counter, num_workers, context, persistent, n, epochs):
+    """Items of varying kinds and sizes (tensors, dicts, tuples with arrays),
+    a RAM tier of a third of the dataset, random order each epoch."""
+    store = opt4store.Store(tmp_path / "store", ram_items=n // 3, disk=0)
+    sampler = opt4store.PlannedSampler(
+        torch.utils.data.RandomSampler(range(n), generator=torch.Generator().manual_seed(5)),
+        epochs=epochs)
+    ds = opt4store.CachedDataset(VariableDataset(n, counter), store, sampler)
+    loader = loader_for(ds, sampler, num_workers, context, persistent, BATCH, keep_list)
+    try:
+        wrong = []
+        for epoch in range(epochs):
+            wrong += check_epoch(loader, sampler.plan, epoch, n, BATCH, variable_item,
+                                 stacked=False)
+        assert wrong == [], f"{len(wrong)} wrong samples of {n * epochs}; first: {wrong[:3]}"
+        st = store.stats()
+        assert st["accesses"] == n * epochs, st
+        assert st["accesses"] == st["hits_ram"] + st["hits_disk"] + st["source_loads"], st
+        assert st["source_loads"] == counter.count, st
+        assert st["drift"] == 0, st
+        # The RAM tier is shared: once loaded, items are reused across
+        # epochs and workers.
+        assert n <= st["source_loads"] < n * epochs, st
+    finally:
+        del loader
+        store.close()
+
+
+# ---------------------------------------------------------------- source loads vs 0 workers
+
+N_ITEMS = 500
+EPOCHS = 6  # 3000 reads
+CAPACITY = 150
+LOAD_BATCH = 16
+
+
+def run_plan(directory, num_workers, context="fork", persistent=True):
+    """One run of the fixed plan; returns (source loads per stats(), source
+    calls counted by the dataset, wrong samples)."""
+    counter = CallCounter(directory / "calls")
+    store = opt4store.Store(directory / "store", ram_items=CAPACITY, disk=0)
+    sampler = opt4store.PlannedSampler(
+        torch.utils.data.RandomSampler(range(N_ITEMS),
+                                       generator=torch.Generator().manual_seed(1234)),
+        epochs=EPOCHS)
+    ds = opt4store.CachedDataset(UniformDataset(N_ITEMS, counter=counter), store, sampler)
+    loader = loader_for(ds, sampler, num_workers, context, persistent, LOAD_BATCH)
+    try:
+        wrong = []
+        for epoch in range(EPOCHS):
+            wrong += check_epoch(loader, sampler.plan, epoch, N_ITEMS, LOAD_BATCH, uniform_item,
+                                 stacked=True)
+        st = store.stats()
+        assert st["accesses"] == N_ITEMS * EPOCHS, st
+        return st["source_loads"], counter.count, wrong
+    finally:
+        del loader
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def zero_worker_loads(tmp_path_factory):
+    loads, calls, wrong = run_plan(tmp_path_factory.mktemp("w0"), 0)
+    assert wrong == []
+    assert loads == calls
+    return loads
+
+
+@pytest.mark.parametrize("num_workers,persistent", [(4, True), (4, False), (2, True)])
+def test_source_loads_with_workers_within_one_percent(tmp_path, zero_worker_loads, num_workers,
+                                                      persistent):
+    loads, calls, wrong = run_plan(tmp_path, num_workers, persistent=persistent)
+    assert wrong == [], wrong[:3]
+    assert loads == calls, (loads, calls)
+    assert zero_worker_loads < 0.9 * N_ITEMS * EPOCHS  # the cache does real work here
+    assert abs(loads - zero_worker_loads) <= 0.01 * zero_worker_loads, (
+        f"{num_workers} workers: {loads} source loads, 0 workers: {zero_worker_loads}")
+
+
+def test_source_loads_with_spawned_workers_within_one_percent(tmp_path, zero_worker_loads):
+    loads, calls, wrong = run_plan(tmp_path, 2, context="spawn", persistent=True)
+    assert wrong == [], wrong[:3]
+    assert loads == calls
+    assert abs(loads - zero_worker_loads) <= 0.01 * zero_worker_loads, (
+        f"2 spawned workers: {loads} source loads, 0 workers: {zero_worker_loads}")
