@@ -6,6 +6,7 @@
 # BUILD_DIR is a configured and built tree (./build.sh bench passes build/,
 # a RelWithDebInfo build; a Release build gives the same figures within
 # noise). The benchmarks are $BUILD_DIR/bench/{policy,memory,sizes,store}_bench
+# and bench/python_bench.py (on the package in $BUILD_DIR/python)
 # (store_bench needs about 0.7 GB of free disk under /var/tmp; see STORE.md).
 #
 # Full runs write bench/results/<bench>.json and <bench>.txt (what
@@ -52,10 +53,18 @@ echo "machine: $(nproc) cores, $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p
 
 status=0
 declare -A rc_of secs_of
-for name in policy_bench memory_bench sizes_bench store_bench; do
+BENCHES=(policy_bench memory_bench sizes_bench store_bench python_bench)
+PYTHON=${OPT4STORE_PYTHON:-/usr/bin/python3}
+for name in "${BENCHES[@]}"; do
   bin=$BIN_DIR/$name
+  cmd=("$bin")
+  if [ "$name" = python_bench ]; then
+    # The Python package as the build left it in $BUILD_DIR/python.
+    bin=$BUILD_DIR/python/opt4store/__init__.py
+    cmd=(env "PYTHONPATH=$BUILD_DIR/python" "$PYTHON" "$BENCH_SRC/python_bench.py")
+  fi
   rm -f "$OUT_DIR/$name.json" "$OUT_DIR/$name.txt"  # never report a stale run
-  if [ ! -x "$bin" ]; then
+  if [ ! -e "$bin" ]; then
     echo "run.sh: $bin not found; build it first (cmake --build $BUILD_DIR --target $name)" >&2
     rc_of[$name]=127
     [ $status -eq 0 ] && status=127
@@ -64,7 +73,11 @@ for name in policy_bench memory_bench sizes_bench store_bench; do
   echo
   echo "=== $name ${QUICK[*]}"
   start=$(date +%s)
-  "$bin" "${QUICK[@]}" "${EXTRA[@]}" --json "$OUT_DIR/$name.json" | tee "$OUT_DIR/$name.txt"
+  if [ "$name" = python_bench ]; then
+    "${cmd[@]}" "${QUICK[@]}" --json "$OUT_DIR/$name.json" 2>&1 | grep -v -i 'warn' | tee "$OUT_DIR/$name.txt"
+  else
+    "${cmd[@]}" "${QUICK[@]}" "${EXTRA[@]}" --json "$OUT_DIR/$name.json" | tee "$OUT_DIR/$name.txt"
+  fi
   rc=${PIPESTATUS[0]}
   secs_of[$name]=$(( $(date +%s) - start ))
   rc_of[$name]=$rc
@@ -73,7 +86,7 @@ done
 
 echo
 echo "=== summary ${QUICK[*]}"
-for name in policy_bench memory_bench sizes_bench store_bench; do
+for name in "${BENCHES[@]}"; do
   rc=${rc_of[$name]:-127}
   verdict=ok
   case "$rc" in
