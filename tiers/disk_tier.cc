@@ -242,6 +242,7 @@ class DiskTier::Impl {
              std::vector<ItemId>* evicted);
   void MultiGet(const ItemId* ids, size_t n, const RecordCallback& fn);
   bool Contains(ItemId id) const;
+  Status ForEachItemSize(const std::function<void(ItemId id, uint64_t bytes)>& fn) const;
   Status Delete(ItemId id);
   void SetNextUse(ItemId id, uint64_t next_use);
   Status Flush();
@@ -782,6 +783,20 @@ void DiskTier::Impl::MultiGet(const ItemId* ids, size_t n, const RecordCallback&
 bool DiskTier::Impl::Contains(ItemId id) const {
   std::lock_guard<std::mutex> lock(mu_);
   return index_.Contains(id);
+}
+
+Status DiskTier::Impl::ForEachItemSize(
+    const std::function<void(ItemId id, uint64_t bytes)>& fn) const {
+  if (closed_) return Status::IOError("disk tier is closed");
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  const std::string prefix(1, kIndexTag);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    IndexValue v;
+    if (it->key().size() != 5 || !DecodeIndexValue(it->value(), &v)) continue;
+    const ItemId id = GetBE32(it->key().data() + 1);
+    if (Contains(id)) fn(id, uint64_t{v.meta_len} + v.payload_len);
+  }
+  return FromRocks(it->status(), "scan the index");
 }
 
 void DiskTier::Impl::SetNextUse(ItemId id, uint64_t next_use) {
@@ -1406,6 +1421,9 @@ Status DiskTier::GetMeta(std::string_view key, std::string* value) {
 }
 DiskTierStats DiskTier::GetStats() const { return impl_->GetStats(); }
 std::vector<DiskSegmentInfo> DiskTier::Segments() const { return impl_->Segments(); }
+Status DiskTier::ForEachItemSize(const std::function<void(ItemId id, uint64_t bytes)>& fn) const {
+  return impl_->ForEachItemSize(fn);
+}
 Status DiskTier::Close() { return impl_->Close(); }
 
 }  // namespace opt4store

@@ -230,6 +230,11 @@ class DiskTier {
 
   // True when id is stored (its bytes are not read or checked).
   bool Contains(ItemId id) const;
+  // Calls fn(id, meta bytes + payload bytes, uncompressed) for every stored
+  // item, from the index (no segment is read). One pass over RocksDB: for a
+  // store that needs every item's size at open.
+  // Returns: OK, IOError.
+  Status ForEachItemSize(const std::function<void(ItemId id, uint64_t bytes)>& fn) const;
 
   // Removes id. Its bytes become dead space for compaction.
   // Returns: OK, NotFound, IOError.

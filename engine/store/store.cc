@@ -202,7 +202,10 @@ class Store::Impl {
 
   // ---- owner, under mu_
   void AdvanceFrontierLocked();
-  void PlanAheadLocked(uint64_t limit);
+  // Steps the policy through positions below `limit`. Below force_through
+  // an item of unknown size is stepped with the mean size; above, the
+  // planner stops there (see the function).
+  void PlanAheadLocked(uint64_t limit, uint64_t force_through = 0);
   void ReleasePositionLocked(uint64_t position);
   void MaybeEvictLocked(ItemId id);
   bool KeepLocked(ItemId id) const;
@@ -284,7 +287,7 @@ class Store::Impl {
                       std::greater<>>
       transients_;                    // GUARDED_BY(mu_)
   std::vector<ItemId> evicted_;       // GUARDED_BY(mu_): scratch
-  uint64_t resume_position_ = 0;      // GUARDED_BY(mu_)
+  std::atomic<uint64_t> resume_position_{0};  // the cursor saved for this plan
   int64_t last_publish_ns_ = 0;       // GUARDED_BY(mu_)
 
   // Owner counters not kept in the control block.
@@ -453,9 +456,12 @@ Status Store::Impl::CreateShared() {
   sizes_.assign(dataset_size_, 0);
   slots_.assign(ControlBlock::kRingSize, PlanSlot{});
   if (disk_) {
-    for (uint64_t id = 0; id < dataset_size_; ++id) {
-      if (disk_->Contains(static_cast<ItemId>(id))) ctl_->SetOnDisk(static_cast<ItemId>(id), true);
-    }
+    // What the disk holds, and each item's size for a byte budget's policy.
+    OPT4STORE_RETURN_IF_ERROR(disk_->ForEachItemSize([this](ItemId id, uint64_t bytes) {
+      if (id >= dataset_size_) return;
+      ctl_->SetOnDisk(id, true);
+      NoteSize(id, bytes);
+    }));
   }
   ctl_->gauges().ram_capacity.store(effective_.ram_items ? effective_.ram_items
                                                          : effective_.ram_bytes);
@@ -668,13 +674,23 @@ void Store::Impl::NoteSize(ItemId id, uint64_t size) {
   sizes_[id] = s;
 }
 
-void Store::Impl::PlanAheadLocked(uint64_t limit) {
+void Store::Impl::PlanAheadLocked(uint64_t limit, uint64_t force_through) {
   if (!has_plan_) return;
   limit = std::min({limit, total_positions_.load(std::memory_order_relaxed),
                     frontier_ + ControlBlock::kRingSize});
+  // With a byte capacity the policy needs each item's size when it steps
+  // the item's read. An item never seen has none yet: the planner waits at
+  // its read for the Put that brings it (OwnerPut steps it), unless readers
+  // are already far past it (no Put is coming); then a mean size stands in.
+  const bool bytes = effective_.ram_items == 0;
+  const uint64_t high = ctl_->header()->high_water.load(std::memory_order_acquire);
   Access a;
   Reveal reveal;
   while (planned_ < limit) {
+    if (bytes && planned_ >= force_through && sizes_[stream_->PeekId(planned_)] == 0 &&
+        planned_ + effective_.prefetch_depth >= high) {
+      break;
+    }
     if (!stream_->Next(&a, &reveal)) break;
     if (reveal.valid) {
       policy_->OnReveal(reveal);
@@ -729,7 +745,10 @@ void Store::Impl::AdvanceFrontierLocked() {
   ControlBlock::Header* h = ctl_->header();
   const uint64_t high = h->high_water.load(std::memory_order_acquire);
   // Readers far ahead of the planner: plan up to them so they can be passed.
-  if (high > planned_) PlanAheadLocked(std::min(high, frontier_ + kAbandonLag));
+  if (high > planned_ + effective_.prefetch_depth) {
+    const uint64_t target = std::min(high, frontier_ + kAbandonLag);
+    PlanAheadLocked(target, target);
+  }
   while (frontier_ < planned_) {
     ItemId got = 0;
     if (ctl_->Consumed(frontier_, &got)) {
@@ -1054,14 +1073,18 @@ Status Store::Impl::LookupRam(ItemId id, ReadSink* sink, bool* found) {
 // once and then waited for in a worker; then the counters and statuses.
 void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t n,
                            ReadSink* const* sinks, Status* statuses, GetSource* sources) {
+  if (closed_.load(std::memory_order_acquire)) {
+    for (size_t i = 0; i < n; ++i) {
+      statuses[i] = Status::IOError("the store is closed");
+      if (sources) sources[i] = GetSource::kMiss;
+    }
+    return;
+  }
   std::vector<GetSource> where(n, GetSource::kMiss);
   std::vector<char> done(n, 0);  // an error is already in statuses[i]
   for (size_t i = 0; i < n; ++i) {
     statuses[i] = Status::OK();
-    if (closed_.load(std::memory_order_acquire)) {
-      statuses[i] = Status::IOError("the store is closed");
-      done[i] = 1;
-    } else if (ids[i] >= dataset_size_) {
+    if (ids[i] >= dataset_size_) {
       statuses[i] = Status::OutOfRange("id " + std::to_string(ids[i]) +
                                        " is out of range: the store holds " +
                                        std::to_string(dataset_size_) + " items");
@@ -1184,7 +1207,6 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
   for (size_t i = 0; i < n; ++i) {
     if (sources) sources[i] = where[i];
     if (done[i] && statuses[i].IsOutOfRange()) continue;
-    if (closed_.load(std::memory_order_acquire) && done[i]) continue;
     c.accesses.fetch_add(1, std::memory_order_relaxed);
     switch (where[i]) {
       case GetSource::kRam:
@@ -1227,7 +1249,7 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
     std::lock_guard<std::mutex> lock(mu_);
     NoteSize(id, size);
     if (PlanPosition(position) && position >= planned_) {
-      PlanAheadLocked(position + 1);
+      PlanAheadLocked(position + 1, position + 1);
     }
     if (WantedLocked(position, id, size)) InsertRamLocked(id, meta, payload).PermitUncheckedError();
     if (ctl_->ExpectedFrom(id) != kNoPosition && !ram_->Contains(id)) {
@@ -1284,6 +1306,7 @@ Status Store::Impl::SetPlan(const PlanSpec& plan, uint64_t start_position) {
     }
   }
   OPT4STORE_RETURN_IF_ERROR(InitPlanLocked(plan, start_position));
+  resume_position_.store(std::min(start_position, total_positions_.load()));
   if (disk_ && PlanIsPersistable(plan)) {
     OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestPlanKey, EncodePlanSpec(plan)));
   }
@@ -1306,6 +1329,9 @@ Status Store::Impl::Flush() {
       cursor.position = frontier_;
     }
     OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestCursorKey, EncodeCursor(cursor)));
+    OPT4STORE_RETURN_IF_ERROR(disk_->Flush());
+    resume_position_.store(cursor.position);
+    return Status::OK();
   }
   return disk_->Flush();
 }

@@ -323,10 +323,12 @@ class Store {
   // The RAM tier is emptied (the policy's state belongs to the old plan);
   // the disk tier keeps everything. The plan's dataset size must match.
   Status SetPlan(const PlanSpec& plan, uint64_t start_position = 0);
-  // Where the planner started: the cursor saved by the last Flush or Close
-  // when it belongs to the same plan and the readers had not finished it;
-  // else 0. Readers should start there (or call SetPlan with their start):
-  // positions behind the planner are served, but not planned or prefetched.
+  // The cursor saved for the current plan: at open, the one the last run's
+  // Flush or Close saved when it belongs to the same plan and the readers
+  // had not finished it (else 0), which is where the planner starts; later,
+  // what this run's last Flush saved. Readers should start there (or call
+  // SetPlan with their start): positions behind the planner are served, but
+  // not planned or prefetched.
   uint64_t ResumePosition() const;
   // Saves the cursor (the readers' frontier) and makes every earlier Put
   // durable per the sync mode.
