@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # opt4store's one entry point for a fresh Debian 12 machine.
 #
-#   ./build.sh demo    install what is missing, build, run the demo
+#   ./build.sh demo    install what is missing, build, run the demo (bench/demo.py)
 #   ./build.sh test    install what is missing, build, run every test
 #                      (ctest on a normal build, then ctest on an ASan+UBSan build)
 #   ./build.sh setup   only install the Debian packages that are missing
@@ -23,7 +23,7 @@ PACKAGES=(
   librocksdb-dev liblz4-dev liburing-dev
   catch2 libcli11-dev
   libtorch-dev python3-torch pybind11-dev python3-dev
-  python3-numpy python3-pytest python3-matplotlib
+  python3-numpy python3-pytest python3-matplotlib python3-pil
   fio
 )
 
@@ -93,7 +93,10 @@ run_tests() {
 
 demo() {
   build
-  "$BUILD_DIR/tools/opt4store" demo
+  # A decode-bound JPEG dataset read plain and through the store, then a
+  # restart (bench/demo.py); about half a minute on 2 cores.
+  PYTHONPATH="$PWD/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" \
+    "$(python_with_torch)" bench/demo.py "$@"
 }
 
 bench() {
@@ -107,7 +110,7 @@ case "$cmd" in
   setup) setup ;;
   build) build ;;
   test)  run_tests ;;
-  demo)  demo ;;
+  demo)  demo "$@" ;;
   bench) bench "$@" ;;
   *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
