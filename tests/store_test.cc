@@ -112,6 +112,23 @@ const std::vector<Sizes>& OddSizes() {
 std::string OddMeta(ItemId id, uint64_t n) { return opt4store_test::NoiseBytes(n, 1000 + id); }
 std::string OddPayload(ItemId id, uint64_t n) { return opt4store_test::NoiseBytes(n, 2000 + id); }
 
+// Reads every OddSizes() item and checks its bytes and where it came from.
+void ReadAllOdd(Store* store, GetSource expected) {
+  const auto& sizes = OddSizes();
+  for (ItemId id = 0; id < sizes.size(); ++id) {
+    INFO("id " << id << ": meta " << sizes[id].meta << " B, payload " << sizes[id].payload
+               << " B");
+    StringSink sink;
+    GetSource source = GetSource::kMiss;
+    const Status s = store->Get(kNoPosition, id, &sink, &source);
+    INFO(s.ToString());
+    REQUIRE(s.ok());
+    CHECK(source == expected);
+    CHECK(sink.meta == OddMeta(id, sizes[id].meta));
+    CHECK(sink.payload == OddPayload(id, sizes[id].payload));
+  }
+}
+
 TEST_CASE(
     "Store: Put then Get returns exactly the bytes from RAM and then from disk after a reopen",
     "[store]") {
@@ -133,18 +150,7 @@ TEST_CASE(
               ->Put(kNoPosition, id, OddMeta(id, sizes[id].meta), OddPayload(id, sizes[id].payload))
               .ok());
     }
-    for (ItemId id = 0; id < sizes.size(); ++id) {
-      INFO("id " << id << ": meta " << sizes[id].meta << " B, payload " << sizes[id].payload
-                 << " B");
-      StringSink sink;
-      GetSource source = GetSource::kMiss;
-      const Status s = store->Get(kNoPosition, id, &sink, &source);
-      INFO(s.ToString());
-      REQUIRE(s.ok());
-      CHECK(source == GetSource::kRam);
-      CHECK(sink.meta == OddMeta(id, sizes[id].meta));
-      CHECK(sink.payload == OddPayload(id, sizes[id].payload));
-    }
+    ReadAllOdd(store.get(), GetSource::kRam);
     // Never Put: a miss.
     StringSink sink;
     GetSource source = GetSource::kRam;
@@ -164,18 +170,7 @@ TEST_CASE(
   // the first read of each item is an on-demand disk read.
   {
     auto store = OpenStore(o, scratch.path());
-    for (ItemId id = 0; id < sizes.size(); ++id) {
-      INFO("id " << id << ": meta " << sizes[id].meta << " B, payload " << sizes[id].payload
-                 << " B");
-      StringSink sink;
-      GetSource source = GetSource::kMiss;
-      const Status s = store->Get(kNoPosition, id, &sink, &source);
-      INFO(s.ToString());
-      REQUIRE(s.ok());
-      CHECK(source == GetSource::kDisk);
-      CHECK(sink.meta == OddMeta(id, sizes[id].meta));
-      CHECK(sink.payload == OddPayload(id, sizes[id].payload));
-    }
+    ReadAllOdd(store.get(), GetSource::kDisk);
     StringSink sink;
     GetSource source = GetSource::kRam;
     CHECK(store->Get(kNoPosition, 40, &sink, &source).IsNotFound());

@@ -192,6 +192,9 @@ class Store::Impl {
   StoreStats Stats();
 
  private:
+  // Writes the readers' frontier and the plan's identity to the manifest
+  // (synced with the next disk Flush); *position gets the frontier.
+  Status SaveCursor(uint64_t* position);
   // ---- opening
   Status ReadManifest(bool* exists);
   Status ResolveOptions(const StoreOptions& options, bool exists);
@@ -1316,24 +1319,27 @@ Status Store::Impl::SetPlan(const PlanSpec& plan, uint64_t start_position) {
 
 uint64_t Store::Impl::ResumePosition() const { return resume_position_; }
 
+Status Store::Impl::SaveCursor(uint64_t* position) {
+  Cursor cursor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    AdvanceFrontierLocked();
+    cursor.plan = has_plan_ ? plan_identity_ : std::string();
+    cursor.position = frontier_;
+  }
+  *position = cursor.position;
+  return disk_->PutMeta(kManifestCursorKey, EncodeCursor(cursor));
+}
+
 Status Store::Impl::Flush() {
   if (!InOwner()) return Status::InvalidArgument("Flush: only the owner process flushes");
   if (closed_.load()) return Status::IOError("the store is closed");
   if (!disk_) return Status::OK();
-  if (!disk_only_) {
-    Cursor cursor;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      AdvanceFrontierLocked();
-      cursor.plan = has_plan_ ? plan_identity_ : std::string();
-      cursor.position = frontier_;
-    }
-    OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestCursorKey, EncodeCursor(cursor)));
-    OPT4STORE_RETURN_IF_ERROR(disk_->Flush());
-    resume_position_.store(cursor.position);
-    return Status::OK();
-  }
-  return disk_->Flush();
+  uint64_t saved = 0;
+  if (!disk_only_) OPT4STORE_RETURN_IF_ERROR(SaveCursor(&saved));
+  OPT4STORE_RETURN_IF_ERROR(disk_->Flush());
+  if (!disk_only_) resume_position_.store(saved);
+  return Status::OK();
 }
 
 Status Store::Impl::Compact() {
@@ -1419,16 +1425,8 @@ Status Store::Impl::Close() {
     closed_.store(true);
   }
   if (disk_) {
-    if (!disk_only_) {
-      Cursor cursor;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        AdvanceFrontierLocked();
-        cursor.plan = has_plan_ ? plan_identity_ : std::string();
-        cursor.position = frontier_;
-      }
-      result = disk_->PutMeta(kManifestCursorKey, EncodeCursor(cursor));
-    }
+    uint64_t saved = 0;
+    if (!disk_only_) result = SaveCursor(&saved);
     Status s = disk_->Close();
     if (result.ok()) result = s;
     disk_.reset();
