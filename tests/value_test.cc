@@ -116,11 +116,16 @@ TEST_CASE("manifest options, plan and cursor round-trip", "[manifest]") {
   explicit_plan.kind = SamplerKind::kExplicit;
   CHECK_FALSE(PlanIsPersistable(explicit_plan));
 
-  Cursor c{p.Describe(), 4242};
+  Cursor c{p.Describe(), 4242, 1000};
   Cursor cb;
   REQUIRE(DecodeCursor(EncodeCursor(c), &cb).ok());
   CHECK(cb.plan == c.plan);
   CHECK(cb.position == 4242);
+  CHECK(cb.epoch_length == 1000);
+  // A cursor written before epoch_length existed still reads.
+  REQUIRE(DecodeCursor("plan=x\nposition=7\n", &cb).ok());
+  CHECK(cb.position == 7);
+  CHECK(cb.epoch_length == 0);
 }
 
 TEST_CASE("manifest decoding reports malformed values", "[manifest]") {

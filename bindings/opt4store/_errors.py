@@ -26,6 +26,9 @@ class CorruptionError(Error):
 class NotFoundError(Error, KeyError):
     """No store at the path, or no such item."""
 
+    def __str__(self):  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
 
 class OutOfRangeError(Error, IndexError):
     """An index at or past the dataset's end."""

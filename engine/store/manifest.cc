@@ -128,6 +128,7 @@ std::string EncodeCursor(const Cursor& cursor) {
   std::string out;
   AddLine(&out, "plan", cursor.plan);
   AddLine(&out, "position", std::to_string(cursor.position));
+  AddLine(&out, "epoch_length", std::to_string(cursor.epoch_length));
   return out;
 }
 
@@ -135,6 +136,8 @@ Status DecodeCursor(std::string_view text, Cursor* cursor) {
   std::map<std::string, std::string> kv;
   OPT4STORE_RETURN_IF_ERROR(ParseKeyValueLines(text, &kv));
   cursor->plan = kv["plan"];
+  cursor->epoch_length = 0;
+  OPT4STORE_RETURN_IF_ERROR(GetUint(kv, "epoch_length", &cursor->epoch_length, false));
   return GetUint(kv, "position", &cursor->position);
 }
 

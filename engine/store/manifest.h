@@ -7,7 +7,8 @@
 //                    disk_bytes, policy, prefetch_depth, staging_bytes,
 //                    compression, sync
 //   "store/plan"     key=value lines of a generated or file PlanSpec
-//   "store/cursor"   "plan=<PlanSpec::Describe()>" and "position=<n>"
+//   "store/cursor"   "plan=<PlanSpec::Describe()>", "position=<n>" and
+//                    "epoch_length=<n>"
 //
 // Text, so that `strings` on the index shows it and a newer version can add
 // keys; unknown keys are ignored, a malformed value is Corruption.
@@ -56,6 +57,7 @@ Status DecodePlanSpec(std::string_view text, PlanSpec* spec);
 struct Cursor {
   std::string plan;  // PlanSpec::Describe() of the plan it belongs to
   uint64_t position = 0;
+  uint64_t epoch_length = 0;  // of that plan, so that the epoch can be told; 0 unknown
 };
 std::string EncodeCursor(const Cursor& cursor);
 Status DecodeCursor(std::string_view text, Cursor* cursor);

@@ -30,6 +30,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <queue>
 #include <thread>
@@ -494,6 +495,12 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
     }
     if (exists_on_disk && options.error_if_exists) {
       return Status::InvalidArgument("a store already exists at " + path);
+    }
+    if (!exists_on_disk) {
+      // A new store may be nested in folders that do not exist yet.
+      std::error_code ec;
+      std::filesystem::create_directories(path, ec);
+      if (ec) return Status::IOError("cannot create " + path + ": " + ec.message());
     }
     // The budget comes from the manifest when not given: read it first.
     OPT4STORE_RETURN_IF_ERROR(
@@ -1326,6 +1333,7 @@ Status Store::Impl::SaveCursor(uint64_t* position) {
     AdvanceFrontierLocked();
     cursor.plan = has_plan_ ? plan_identity_ : std::string();
     cursor.position = frontier_;
+    cursor.epoch_length = has_plan_ ? stream_->shape().epoch_length : 0;
   }
   *position = cursor.position;
   return disk_->PutMeta(kManifestCursorKey, EncodeCursor(cursor));
@@ -1389,12 +1397,7 @@ Status Store::Impl::Inspect(StoreInfo* info) {
     if (disk_->GetMeta(kManifestCursorKey, &text).ok() && DecodeCursor(text, &cursor).ok()) {
       info->cursor_plan = cursor.plan;
       info->cursor_position = cursor.position;
-      PlanSpec cp;
-      std::unique_ptr<PlanSource> src;
-      if (!plan.Describe().empty() && plan.Describe() == cursor.plan &&
-          OpenPlanSource(plan, &src).ok() && src->shape().epoch_length > 0) {
-        info->cursor_epoch = cursor.position / src->shape().epoch_length;
-      }
+      if (cursor.epoch_length > 0) info->cursor_epoch = cursor.position / cursor.epoch_length;
     }
     for (const DiskSegmentInfo& s : disk_->Segments()) {
       info->segments.push_back({s.name, s.file_bytes, s.live_bytes});
