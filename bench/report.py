@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""Writes bench/REPORT.md and its PNG plots from the JSON results.
+
+Reads whichever of these exist in the results directory (default
+bench/results/) and skips the rest, saying so in the report:
+
+  hitrate_lab.json   bench/hitrate_lab.py: hit rate against capacity per
+                     policy (replacement), the Zipf panel, DistributedSampler
+  python_bench.json  bench/python_bench.py: per-read overhead, DataLoader
+  store_bench.json   store_bench: RAM hit, disk speed, prefetch wait share
+  e2e.json           bench/e2e_bench.py: epoch time per configuration
+                     ({"machine": ..., "configs": {name: {"workers":
+                     {"0": {"epoch_times": [...], ...}}}}}); partial is fine
+
+Every number in the report is formatted straight from the JSON values (hit
+rates as stored; derived ratios are the lab's own, rounded for display as
+noted). Each table and figure names its source file, how it was measured
+and the machine recorded in that file.
+
+Usage: /usr/bin/python3 bench/report.py [--results DIR] [--out FILE]
+
+--out defaults to bench/REPORT.md; the plots go to <dir of --out>/report/.
+bench/suite.sh --quick passes --results bench/results/tmp --out
+bench/results/tmp/REPORT.md so a quick run never overwrites the real report.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+POLICY_STYLE = {
+    "opt": ("tab:red", "o", "-"), "lru": ("tab:blue", "s", "-"),
+    "lfu": ("tab:green", "^", "-"), "fifo": ("tab:purple", "v", "--"),
+    "random": ("tab:gray", "x", "--"), "static": ("tab:orange", "D", "-."),
+    "none": ("black", ".", ":"),
+}
+
+
+def load(results, name):
+    path = os.path.join(results, name)
+    if not os.path.isfile(path):
+        return None, path
+    try:
+        with open(path) as f:
+            return json.load(f), path
+    except (OSError, ValueError) as e:
+        print("report.py: cannot read %s: %s" % (path, e), file=sys.stderr)
+        return None, path
+
+
+def mtime(path):
+    t = datetime.datetime.fromtimestamp(os.path.getmtime(path), datetime.timezone.utc)
+    return t.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def machine_line(data, path):
+    """The machine as the JSON file records it; what it lacks is said."""
+    m = data.get("machine") if isinstance(data, dict) else None
+    parts = []
+    if isinstance(m, dict):
+        cpus = m.get("cpus", m.get("cores"))
+        parts.append("%s cores" % cpus if cpus is not None else "cores not recorded")
+        model = m.get("cpu_model") or m.get("cpu")
+        parts.append("CPU %s" % model if model else "CPU model not recorded")
+        if m.get("mem_total_mib"):
+            parts.append("%s MiB RAM" % m["mem_total_mib"])
+        date = m.get("date_utc") or m.get("date")
+        load_avg = m.get("load_average_at_start", m.get("load"))
+    elif isinstance(m, str):
+        parts.append("%s (as recorded)" % m)
+        date = data.get("date_utc") or data.get("date")
+        load_avg = data.get("load_average")
+    else:
+        parts.append("machine not recorded")
+        date, load_avg = None, None
+    if date:
+        parts.append("run %s" % date)
+    else:
+        parts.append("date not recorded (file written %s)" % mtime(path))
+    if load_avg is not None:
+        la = load_avg if isinstance(load_avg, str) else " ".join("%.2f" % x for x in load_avg)
+        parts.append("load average at start %s" % la)
+    return "; ".join(parts)
+
+
+def num(x):
+    """A JSON number for display: floats with more than 6 significant digits
+    are shown to 6 (the sections that use this say so); the rest as stored."""
+    if isinstance(x, float) and len(repr(x).lstrip("-0.").replace(".", "")) > 6:
+        return "%.6g" % x
+    return str(x)
+
+
+def caption(fig, text):
+    fig.text(0.01, 0.005, text, fontsize=7, ha="left", va="bottom", wrap=True)
+
+
+def curve_table(points, policies):
+    lines = ["| capacity ratio | capacity (items) | " + " | ".join(policies) + " |",
+             "| ---: | ---: | " + " | ".join("---:" for _ in policies) + " |"]
+    for pt in points:
+        lines.append("| %s | %s | " % (pt["capacity_ratio"], pt["capacity"]) +
+                     " | ".join(str(pt["hit_rate"][p]) for p in policies) + " |")
+    return lines
+
+
+def plot_curve(ax, points, policies, title):
+    xs = [pt["capacity_ratio"] for pt in points]
+    for p in policies:
+        color, marker, ls = POLICY_STYLE.get(p, (None, "o", "-"))
+        ax.plot(xs, [pt["hit_rate"][p] for pt in points], label=p, color=color,
+                marker=marker, linestyle=ls, markersize=4)
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("cache capacity / dataset items")
+    ax.set_ylabel("hit rate")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+
+
+def section_hitrate(lab, path, plots, rel):
+    out = []
+    mline = machine_line(lab, path)
+    how_cli = "the `opt4store simulate --json` CLI (`%s`), %s mode" % (
+        os.path.basename(lab.get("cli", "opt4store")), lab.get("mode", "?"))
+    out += ["## Hit-rate lab", "",
+            "Source: `%s`, written by `bench/hitrate_lab.py` through %s. "
+            "Machine: %s. Hit rates are exact counts from replaying the plan, so they do "
+            "not depend on the machine; only the run date does." % (
+                os.path.basename(path), how_cli, mline), ""]
+
+    repl = lab.get("replacement")
+    if repl:
+        pol = repl["policies"]
+        fig, ax = plt.subplots(figsize=(7, 4.8))
+        plot_curve(ax, repl["points"], pol, "Hit rate vs capacity: %s (%d reads)" % (
+            repl["plan"], repl["accesses"]))
+        ax.legend(fontsize=8, ncol=2)
+        caption(fig, "opt4store simulate, sampler replacement, N=%d, %d epochs, seed in plan; %s" % (
+            repl["dataset_size"], repl["epochs"], mline))
+        fig.tight_layout(rect=(0, 0.05, 1, 1))
+        name = "hitrate_replacement.png"
+        fig.savefig(os.path.join(plots, name), dpi=110)
+        plt.close(fig)
+        out += ["### Sampling with replacement", "",
+                "%d items, %d epochs of %d draws with replacement (`%s`), %d reads, %d distinct ids. "
+                "Command: `%s`." % (repl["dataset_size"], repl["epochs"], repl["dataset_size"],
+                                    repl["plan"], repl["accesses"], repl["distinct_ids"],
+                                    repl["command"]), "",
+                "![hit rate vs capacity, replacement](%s/%s)" % (rel, name), ""]
+        out += curve_table(repl["points"], pol) + [""]
+
+    zipf = lab.get("zipf")
+    if zipf and zipf.get("runs"):
+        runs = zipf["runs"]
+        pol = zipf["policies"]
+        fig, axes = plt.subplots(1, len(runs), figsize=(4 * len(runs), 4.2), sharey=True)
+        if len(runs) == 1:
+            axes = [axes]
+        for ax, run in zip(axes, runs):
+            plot_curve(ax, run["points"], pol, "Zipf alpha=%s (%d distinct ids)" % (
+                run["alpha"], run["distinct_ids"]))
+        axes[0].legend(fontsize=7, ncol=2)
+        caption(fig, "opt4store simulate --plan zipf.npy, N=%d, %d reads, numpy-generated; %s" % (
+            zipf["dataset_size"], zipf["reads"], mline))
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+        name = "hitrate_zipf.png"
+        fig.savefig(os.path.join(plots, name), dpi=110)
+        plt.close(fig)
+        out += ["### Zipf-skewed reads", "",
+                "%d reads over %d items; rank k has weight k^-alpha, ranks permuted onto ids; "
+                "generator: %s. Capacity ratios are of the %d items." % (
+                    zipf["reads"], zipf["dataset_size"], runs[0]["generator"],
+                    zipf["dataset_size"]), "",
+                "![hit rate vs capacity, Zipf](%s/%s)" % (rel, name), ""]
+        for run in runs:
+            out += ["Zipf alpha = %s, %d distinct ids, command `%s`:" % (
+                run["alpha"], run["distinct_ids"], run["command"]), ""]
+            out += curve_table(run["points"], pol) + [""]
+
+    dist = lab.get("distributed")
+    if dist and dist.get("rows"):
+        seeds = dist.get("spread_seeds") or []
+        out += ["### DistributedSampler shards", "",
+                "Rank 0's plan of a shuffled DistributedSampler, %d items, %d epochs; the "
+                "per-node cache is a share of the whole dataset. opt/static is the lab's "
+                "ratio of the two hit rates, rounded to 2 decimals here (full precision in "
+                "the JSON); the last column is its range over sampler seeds %s." % (
+                    dist["dataset_size"], dist["epochs"],
+                    "%d-%d" % (seeds[0], seeds[-1]) if seeds else "(none)"), "",
+                "| W | cache / dataset | capacity (items) | reads | distinct ids | opt | lru | static | opt/static | opt/static over seeds |",
+                "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for r in dist["rows"]:
+            ratio = r.get("opt_over_static")
+            spread = [x for x in r.get("opt_over_static_by_seed", []) if x is not None]
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r["world"], r["capacity_ratio_of_dataset"], r["capacity"], r["accesses"],
+                r["distinct_ids"], r["hit_rate"]["opt"], r["hit_rate"]["lru"],
+                r["hit_rate"]["static"], "%.2fx" % ratio if ratio is not None else "-",
+                "%.2fx .. %.2fx" % (min(spread), max(spread)) if spread else "-"))
+        out += ["", "Commands: `%s` (and the same for each W and capacity)." %
+                dist["rows"][0]["command"], ""]
+    return out
+
+
+def section_python(pb, path):
+    out = ["## Python per-read overhead and DataLoader", "",
+           "Source: `%s`, written by `bench/python_bench.py` (see its docstring for the "
+           "method); floats shown to 6 significant digits. Machine: %s; torch %s, Python %s." % (
+               os.path.basename(path), machine_line(pb, path), pb.get("torch", "?"),
+               pb.get("python", "?")), ""]
+    pr = pb.get("per_read")
+    if pr:
+        out += ["| per read (median of %s rounds of %s reads) | us |" % (
+                    pr.get("rounds"), pr.get("reads_per_round")),
+                "| --- | ---: |",
+                "| dict lookup + clone | %s |" % num(pr.get("dict_clone_us")),
+                "| CachedDataset RAM hit | %s |" % num(pr.get("store_hit_us")),
+                "| overhead | %s |" % num(pr.get("overhead_us")), ""]
+    loader = pb.get("loader")
+    if loader:
+        out += ["| DataLoader workers | plain samples/s | opt4store samples/s | opt4store / plain |",
+                "| ---: | ---: | ---: | ---: |"]
+        for w, row in sorted(loader.items(), key=lambda kv: int(kv[0])):
+            out.append("| %s | %s | %s | %s |" % (
+                w, num(row.get("plain_samples_per_s")), num(row.get("store_samples_per_s")),
+                num(row.get("ratio_store_to_plain"))))
+        out.append("")
+    return out
+
+
+def section_store(sb, path):
+    out = ["## Store: RAM hit, disk tier, prefetch", "",
+           "Source: `%s`, written by store_bench (method in `bench/STORE.md`). "
+           "Floats shown to 6 significant digits. Machine: %s; directory on %s." % (
+               os.path.basename(path), machine_line(sb, path), sb.get("directory_fs", "?")), ""]
+    out += ["| figure | value |", "| --- | ---: |",
+            "| items x bytes | %s x %s |" % (sb.get("items"), sb.get("item_bytes")),
+            "| RAM hit, median ns | %s |" % sb.get("ram_hit_median_ns"),
+            "| reader wait share (goal %s) | %s |" % (sb.get("goal_wait_share"),
+                                                     num(sb.get("measured_wait_share"))),
+            "| goal met | %s |" % sb.get("goal_met")]
+    for i, d in enumerate(sb.get("disk_speed") or []):
+        out.append("| disk on-demand bytes/s, rep %d | %s |" % (i, num(d.get("ondemand_bytes_per_s"))))
+    rpi = sb.get("ram_per_id") or {}
+    if rpi.get("rss_with_plan"):
+        out.append("| RSS bytes per id, with plan | %s |" % num(rpi["rss_with_plan"].get("bytes_per_id")))
+    out.append("")
+    return out
+
+
+def section_e2e(e2e, path, plots, rel):
+    out = ["## End-to-end loading", ""]
+    configs = e2e.get("configs") if isinstance(e2e, dict) else None
+    if not isinstance(configs, dict) or not configs:
+        return out + ["`%s` exists but holds no configurations; nothing to report." %
+                      os.path.basename(path), ""]
+    mline = machine_line(e2e, path)
+    out += ["Source: `%s`, written by `bench/e2e_bench.py`. Machine: %s. Epoch times in "
+            "seconds (shown to 6 significant digits); configurations or worker counts that the file lacks "
+            "are left out." % (os.path.basename(path), mline), ""]
+    series = []  # (config, workers, epoch_times)
+    for name, cfg in configs.items():
+        workers = cfg.get("workers") if isinstance(cfg, dict) else None
+        if not isinstance(workers, dict):
+            continue
+        for w, row in workers.items():
+            times = row.get("epoch_times") if isinstance(row, dict) else None
+            if isinstance(times, list) and times:
+                series.append((name, str(w), times))
+    if not series:
+        return out + ["No epoch times recorded yet.", ""]
+    max_epochs = max(len(t) for _, _, t in series)
+    out += ["| configuration | workers | " + " | ".join("epoch %d" % (i + 1) for i in range(max_epochs)) + " |",
+            "| --- | ---: | " + " | ".join("---:" for _ in range(max_epochs)) + " |"]
+    for name, w, times in series:
+        cells = [num(t) for t in times] + ["-"] * (max_epochs - len(times))
+        out.append("| %s | %s | %s |" % (name, w, " | ".join(cells)))
+    out.append("")
+
+    worker_counts = sorted({w for _, w, _ in series}, key=lambda x: int(x) if x.isdigit() else 0)
+    fig, axes = plt.subplots(1, len(worker_counts), figsize=(6 * len(worker_counts), 4.2),
+                             squeeze=False)
+    for ax, w in zip(axes[0], worker_counts):
+        for name, sw, times in series:
+            if sw == w:
+                ax.plot(range(1, len(times) + 1), times, marker="o", label=name)
+        ax.set_title("num_workers = %s" % w, fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("epoch time (s)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    caption(fig, "bench/e2e_bench.py epoch times per configuration; %s" % mline)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    name = "e2e_epoch_times.png"
+    fig.savefig(os.path.join(plots, name), dpi=110)
+    plt.close(fig)
+    out += ["![epoch time per configuration](%s/%s)" % (rel, name), ""]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--results", default=os.path.join(HERE, "results"))
+    ap.add_argument("--out", default=os.path.join(HERE, "REPORT.md"))
+    args = ap.parse_args()
+
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    plots = os.path.join(out_dir, "report")
+    os.makedirs(plots, exist_ok=True)
+    rel = "report"
+
+    lines = ["# opt4store benchmark report", "",
+             "Generated by `bench/report.py` from `%s` on %s. Do not edit by hand: "
+             "`bench/suite.sh BUILD_DIR` regenerates it (`--quick` writes to "
+             "`bench/results/tmp/` instead)." % (
+                 os.path.relpath(os.path.abspath(args.results), os.path.dirname(HERE)),
+                 datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
+             ""]
+    missing = []
+    lab, p = load(args.results, "hitrate_lab.json")
+    if lab:
+        lines += section_hitrate(lab, p, plots, rel)
+    else:
+        missing.append("hitrate_lab.json (bench/hitrate_lab.py)")
+    e2e, p = load(args.results, "e2e.json")
+    if e2e is not None:
+        lines += section_e2e(e2e, p, plots, rel)
+    else:
+        missing.append("e2e.json (bench/e2e_bench.py)")
+    pb, p = load(args.results, "python_bench.json")
+    if pb:
+        lines += section_python(pb, p)
+    else:
+        missing.append("python_bench.json (bench/python_bench.py)")
+    sb, p = load(args.results, "store_bench.json")
+    if sb:
+        lines += section_store(sb, p)
+    else:
+        missing.append("store_bench.json (bench/run.sh)")
+    if missing:
+        lines += ["## Not in this report", "",
+                  "No results file for: " + "; ".join(missing) + ".", ""]
+
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines))
+    print("wrote %s and %s/" % (args.out, plots))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
