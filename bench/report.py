@@ -304,7 +304,62 @@ def section_e2e(e2e, path, plots, rel):
     fig.savefig(os.path.join(plots, name), dpi=110)
     plt.close(fig)
     out += ["![epoch time per configuration](%s/%s)" % (rel, name), ""]
+    out += goals_table(e2e.get("goals"))
     return out
+
+
+# The goals, as e2e_bench.py judged them (opt + disk tier + prefetch
+# against no cache and against an all-in-RAM run), per worker count.
+GOAL_NAMES = {
+    "later_epochs_4x_vs_no_cache": "epochs 2-5 at least 4x faster than no cache",
+    "later_epochs_within_20pct_of_all_in_ram": "epochs 2-5 within 20% of an all-in-RAM run",
+    "epoch1_at_most_15pct_slower": "epoch 1 at most 15% slower than no cache",
+    "restart_epoch_4x_vs_no_cache": "first epoch after a restart at least 4x faster than no cache",
+}
+
+
+def goals_table(goals):
+    if not isinstance(goals, dict) or not goals:
+        return []
+    out = ["Goals (opt + disk tier + prefetch; ratio as e2e_bench.py computed it):", "",
+           "| goal | workers | ratio | target | verdict |", "| --- | ---: | ---: | --- | --- |"]
+    for w, per in sorted(goals.items()):
+        if not isinstance(per, dict):
+            continue
+        for key, g in per.items():
+            if not isinstance(g, dict):
+                continue
+            verdict = "met" if g.get("met") else "**MISSED**"
+            out.append("| %s | %s | %s | %s | %s |" % (GOAL_NAMES.get(key, key), w,
+                                                       num(g.get("ratio")), g.get("target", ""),
+                                                       verdict))
+    out.append("")
+    missed = sorted({key for per in goals.values() if isinstance(per, dict)
+                     for key, g in per.items() if isinstance(g, dict) and not g.get("met")})
+    for key in missed:
+        out += ["Why missed, " + GOAL_NAMES.get(key, key) + " (analysis of the 2026-11-22 run): " + GOAL_WHY.get(key, "not analysed."),
+                ""]
+    return out
+
+
+# What the measurements showed when a goal was missed (see the e2e_bench.py
+# run's notes in bench/README.md); printed only for goals the data misses.
+GOAL_WHY = {
+    "later_epochs_within_20pct_of_all_in_ram":
+        "with 2 workers on 2 shared cores the difference is about 70 ms per epoch (0.37 s "
+        "against 0.30 s): every 6 MB batch crosses the worker IPC and the workers compete for "
+        "the cores with the owner's planner and prefetch thread; the same run without prefetch "
+        "was no slower, and with 0 workers the goal is met.",
+    "epoch1_at_most_15pct_slower":
+        "every miss is also written to the disk tier, about 0.6 ms (0.33-0.85 ms across runs) "
+        "on top of a 4.6 ms decode, which puts epoch 1 at about +13% and lets noise decide; a "
+        "cheaper Put path (writes off the reader's thread) is the fix.",
+    "restart_epoch_4x_vs_no_cache":
+        "the restarted epoch includes about 160 ms of store open and plan setup, plus worker "
+        "start-up, against a 2.7 s no-cache epoch with 2 workers; with 0 workers the restart is "
+        "11.5x faster.",
+    "later_epochs_4x_vs_no_cache": "not analysed.",
+}
 
 
 def main():
