@@ -362,6 +362,58 @@ GOAL_WHY = {
 }
 
 
+def section_tiers(rb, rp, db, dp):
+    """The tiers against the machine's limits, measured in the same run."""
+    out = ["## Tier throughput against the machine's limits", ""]
+    if rb:
+        out += ["RAM tier (source `%s`; method in `bench/RAM.md`). Machine: %s. %s" %
+                (os.path.basename(rp), machine_line(rb, rp), rb.get("method", "")), "",
+                "| destination | memcpy GB/s | RAM tier read GB/s | ratio (median) | ratio range |"
+                " goal |", "| --- | ---: | ---: | ---: | --- | --- |"]
+        for r in rb.get("results", []):
+            out.append("| %s | %s | %s | %s | %s .. %s | >= %s |" % (
+                r.get("destination"), num(r.get("memcpy_gbps")), num(r.get("read_gbps")),
+                num(r.get("ratio")), num(r.get("ratio_min")), num(r.get("ratio_max")),
+                rb.get("goal_ratio")))
+        out.append("")
+    if db:
+        reads = db.get("reads", {})
+        conc = reads.get("concurrent", {})
+        out += ["Disk tier (source `%s`; method in `bench/DISK.md`): %s records of %s bytes, "
+                "queue depth %s, io_uring %s, O_DIRECT %s. Machine: %s." % (
+                    os.path.basename(dp), db.get("records"), db.get("payload_bytes"),
+                    db.get("queue_depth"), reads.get("io_uring"), reads.get("direct_io"),
+                    machine_line(db, dp)), "",
+                "| comparison | tier / fio |", "| --- | ---: |",
+                "| fio and the tier reading the same files at the same time (median) | %s |" %
+                num(conc.get("ratio_median")),
+                "| fio, then the tier, in turn (median of pairs) | %s |" %
+                num(reads.get("ratio_median_of_pairs")),
+                "| write amplification of a plain fill | %s |" %
+                num(db.get("fill", {}).get("write_amplification")), ""]
+        churn = db.get("churn", [])
+        if churn:
+            out += ["| churn at 4x the budget, max dead fraction | write amplification |"
+                    " evictions | compactions |", "| ---: | ---: | ---: | ---: |"]
+            for c in churn:
+                out.append("| %s | %s | %s | %s |" % (
+                    c.get("max_dead_fraction"), num(c.get("write_amplification")),
+                    c.get("evictions"), c.get("compactions")))
+            out.append("")
+        lz4 = db.get("lz4", [])
+        if lz4:
+            out += ["LZ4 on the benchmark's own data (a record is compressed only when that "
+                    "saves at least 10%):", "",
+                    "| data | ratio | stored compressed | encode MB/s | decode MB/s |",
+                    "| --- | ---: | --- | ---: | ---: |"]
+            for z in lz4:
+                out.append("| %s | %s | %s | %s | %s |" % (
+                    z.get("data"), num(z.get("ratio")), "yes" if z.get("compressed") else "no",
+                    num(z.get("encode_mb_s")), num(z.get("decode_mb_s"))))
+            out.append("")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", default=os.path.join(HERE, "results"))
@@ -401,6 +453,14 @@ def main():
         lines += section_store(sb, p)
     else:
         missing.append("store_bench.json (bench/run.sh)")
+    rb, rp = load(args.results, "ram_bench.json")
+    db, dp = load(args.results, "disk_bench.json")
+    if rb or db:
+        lines += section_tiers(rb, rp, db, dp)
+    if not rb:
+        missing.append("ram_bench.json (build/bench/ram_bench, see bench/RAM.md)")
+    if not db:
+        missing.append("disk_bench.json (build/bench/disk_bench, see bench/DISK.md)")
     if missing:
         lines += ["## Not in this report", "",
                   "No results file for: " + "; ".join(missing) + ".", ""]
