@@ -30,10 +30,12 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <queue>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 
 #include "opt4store/next_use.h"
@@ -224,8 +226,16 @@ class Store::Impl {
   void Warn(int kind, const std::string& message);
 
   // ---- owner, no lock
-  Status OwnerPut(uint64_t position, ItemId id, std::string_view meta, std::string_view payload);
+  // on_planner: the call comes from the planner thread (a worker's Put off
+  // the queue), which writes to the disk tier itself; a reader's own Put
+  // leaves that write to the planner thread (see writes_).
+  Status OwnerPut(uint64_t position, ItemId id, std::string_view meta, std::string_view payload,
+                  bool on_planner);
   void WriteThrough(ItemId id, std::string_view meta, std::string_view payload);
+  // Writes the values readers Put to the disk tier; false when none waited.
+  bool DrainWrites();
+  // A value still in writes_: copied into *sink, *found set.
+  Status ReadPendingWrite(ItemId id, ReadSink* sink, bool* found);
   void HandleFetch(uint64_t position, ItemId id);
   void Prefetch(const std::vector<ItemId>& ids);
   bool DrainQueue();
@@ -297,6 +307,21 @@ class Store::Impl {
   // Owner counters not kept in the control block.
   std::atomic<uint64_t> prefetched_{0}, prefetch_bytes_{0}, policy_hits_{0};
   std::atomic<uint64_t> insert_failures_{0}, disk_put_errors_{0}, abandoned_{0}, drift_{0};
+
+  // Values readers of this process Put, waiting for the planner thread to
+  // write them to the disk tier (so that a reader's miss costs a copy, not a
+  // disk write). Lost on a crash, like any unsynced write.
+  struct PendingWrite {
+    ItemId id = 0;
+    std::string meta;
+    std::string payload;
+  };
+  static constexpr uint64_t kMaxPendingWriteBytes = uint64_t{256} << 20;
+  std::mutex drain_mu_;  // held by DrainWrites, which alone pops writes_
+  std::mutex write_mu_;
+  std::deque<PendingWrite> writes_;       // GUARDED_BY(write_mu_)
+  std::unordered_set<ItemId> write_ids_;  // GUARDED_BY(write_mu_)
+  uint64_t write_bytes_ = 0;              // GUARDED_BY(write_mu_)
 
   // Heap-allocated so that a forked child can drop it without touching a
   // thread that does not exist there.
@@ -961,7 +986,7 @@ bool Store::Impl::DrainQueue() {
       if (sizeof(PutHeader) + h.meta_size + h.payload_size == m.size) {
         std::string_view meta(m.data + sizeof(PutHeader), h.meta_size);
         std::string_view payload(m.data + sizeof(PutHeader) + h.meta_size, h.payload_size);
-        OwnerPut(h.position, h.id, meta, payload).PermitUncheckedError();
+        OwnerPut(h.position, h.id, meta, payload, true).PermitUncheckedError();
       }
     } else if (m.tag == kMsgFetch && m.size == sizeof(FetchMessage)) {
       FetchMessage f;
@@ -975,10 +1000,46 @@ bool Store::Impl::DrainQueue() {
   return any;
 }
 
+Status Store::Impl::ReadPendingWrite(ItemId id, ReadSink* sink, bool* found) {
+  *found = false;
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (write_ids_.count(id) == 0) return Status::OK();
+  for (auto it = writes_.rbegin(); it != writes_.rend(); ++it) {
+    if (it->id == id) {
+      *found = true;
+      return CopyToSink(sink, it->meta, it->payload);
+    }
+  }
+  return Status::OK();
+}
+
+bool Store::Impl::DrainWrites() {
+  // One drainer at a time (the planner thread, Flush, Close); the value
+  // stays in writes_ while it is written, so that a Get meanwhile finds it.
+  std::lock_guard<std::mutex> drain(drain_mu_);
+  bool any = false;
+  for (int n = 0; n < 16; ++n) {
+    const PendingWrite* w = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      if (writes_.empty()) break;
+      w = &writes_.front();  // push_back leaves references to it valid
+    }
+    WriteThrough(w->id, w->meta, w->payload);
+    std::lock_guard<std::mutex> lock(write_mu_);
+    write_bytes_ -= w->meta.size() + w->payload.size();
+    write_ids_.erase(w->id);
+    writes_.pop_front();
+    any = true;
+  }
+  return any;
+}
+
 void Store::Impl::PlannerLoop() {
   std::vector<ItemId> batch;
   while (!stop_.load(std::memory_order_acquire)) {
     bool busy = DrainQueue();
+    busy = DrainWrites() || busy;
     {
       std::lock_guard<std::mutex> lock(mu_);
       AdvanceFrontierLocked();
@@ -1173,6 +1234,14 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         c.fetch_requests.fetch_add(1, std::memory_order_relaxed);
         if (!queue_->TryPush(kMsgFetch, &f, sizeof(f)).ok()) versions.back() = kNever;
       }
+    } else if (owner && disk_) {
+      // Put by this process and still on its way to the disk tier.
+      statuses[i] = ReadPendingWrite(ids[i], sinks[i], &found);
+      if (!statuses[i].ok()) {
+        done[i] = 1;
+      } else if (found) {
+        where[i] = GetSource::kDisk;
+      }
     }
   }
   if (!from_disk.empty() && owner && disk_) {
@@ -1253,7 +1322,7 @@ void Store::Impl::WriteThrough(ItemId id, std::string_view meta, std::string_vie
 }
 
 Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta,
-                             std::string_view payload) {
+                             std::string_view payload, bool on_planner) {
   const uint64_t size = meta.size() + payload.size();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1266,6 +1335,19 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
       // Readers waiting for this value will not get it from RAM: wake them.
       ctl_->ClearExpected(id);
       ram_->AnswerAbsent(id).PermitUncheckedError();
+    }
+  }
+  if (!disk_ || ctl_->OnDisk(id)) return Status::OK();
+  if (!on_planner) {
+    // The reader's thread only copies; the planner thread writes. Past the
+    // bound (the disk is slower than the source), the reader writes itself.
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (write_bytes_ + size <= kMaxPendingWriteBytes && planner_ != nullptr) {
+      if (write_ids_.insert(id).second) {
+        writes_.push_back({id, std::string(meta), std::string(payload)});
+        write_bytes_ += size;
+      }
+      return Status::OK();
     }
   }
   WriteThrough(id, meta, payload);
@@ -1288,7 +1370,7 @@ Status Store::Impl::Put(uint64_t position, ItemId id, std::string_view meta,
     return disk_->Put(id, meta, payload);
   }
   ctl_->counters().puts.fetch_add(1, std::memory_order_relaxed);
-  if (InOwner()) return OwnerPut(position, id, meta, payload);
+  if (InOwner()) return OwnerPut(position, id, meta, payload, false);
   PutHeader h{position, id, static_cast<uint32_t>(meta.size()), payload.size()};
   struct iovec parts[3] = {{&h, sizeof(h)},
                            {const_cast<char*>(meta.data()), meta.size()},
@@ -1344,7 +1426,11 @@ Status Store::Impl::Flush() {
   if (closed_.load()) return Status::IOError("the store is closed");
   if (!disk_) return Status::OK();
   uint64_t saved = 0;
-  if (!disk_only_) OPT4STORE_RETURN_IF_ERROR(SaveCursor(&saved));
+  if (!disk_only_) {
+    while (DrainWrites()) {  // every earlier Put is on the disk tier first
+    }
+    OPT4STORE_RETURN_IF_ERROR(SaveCursor(&saved));
+  }
   OPT4STORE_RETURN_IF_ERROR(disk_->Flush());
   if (!disk_only_) resume_position_.store(saved);
   return Status::OK();
@@ -1421,9 +1507,10 @@ Status Store::Impl::Close() {
   StopPlanner();
   Status result;
   if (ctl_ && queue_) {
-    // Values workers sent before the end still reach the disk tier.
+    // Values workers sent, and readers Put, before the end still reach the
+    // disk tier.
     closed_.store(false);
-    while (DrainQueue()) {
+    while (DrainQueue() || DrainWrites()) {
     }
     closed_.store(true);
   }
@@ -1444,6 +1531,8 @@ Status Store::Impl::Close() {
 StoreStats Store::Impl::Stats() {
   StoreStats st;
   if (InOwner() && !disk_only_ && ctl_ && !closed_.load()) {
+    while (DrainWrites()) {  // count every Put so far on the disk tier
+    }
     std::lock_guard<std::mutex> lock(mu_);
     AdvanceFrontierLocked();
     PublishGaugesLocked();
