@@ -210,6 +210,23 @@ std::string DescribeExit(int status) {
   return "status " + std::to_string(status);
 }
 
+// Reads a reader child's tally from its pipe and reaps it; checks that it
+// reported in time, exited cleanly, and never saw a wrong value.
+ReadTally CollectReader(const Child& child, Clock::time_point deadline, const std::string& label) {
+  ReadTally t;
+  const bool got = ReadAllBefore(child.fd, &t, sizeof t, deadline);
+  close(child.fd);
+  bool timed_out = false;
+  const int status = WaitExit(child.pid, deadline, &timed_out);
+  INFO(label << ": " << DescribeExit(status) << ", " << t.ToString());
+  CHECK_FALSE(timed_out);
+  CHECK(got);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == kExitOk);
+  CHECK(t.wrong == 0);
+  return t;
+}
+
 int ExitCodeFor(const ReadTally& t) {
   if (t.wrong > 0) return kExitWrongValue;
   if (t.errors > 0) return kExitError;
@@ -306,17 +323,8 @@ TEST_CASE(
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(90);
   ReadTally all;
   for (uint64_t w = 0; w < workers; ++w) {
-    ReadTally t;
-    const bool got = ReadAllBefore(children[w].fd, &t, sizeof t, deadline);
-    close(children[w].fd);
-    bool timed_out = false;
-    const int status = WaitExit(children[w].pid, deadline, &timed_out);
-    INFO("worker " << w << ": " << DescribeExit(status) << ", " << t.ToString());
-    CHECK_FALSE(timed_out);
-    CHECK(got);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == kExitOk);
-    CHECK(t.wrong == 0);
+    const ReadTally t = CollectReader(children[w], deadline, "worker " + std::to_string(w));
+    INFO("worker " << w << ": " << t.ToString());
     CHECK(t.errors == 0);
     CHECK(t.reads == WorkerPositions(total, batch, workers, w).size());
     all.Add(t);
@@ -502,18 +510,9 @@ TEST_CASE("Store: a reader killed with SIGKILL mid-reads blocks neither the othe
   uint64_t survivor_reads = 0;
   for (uint64_t w = 0; w < workers; ++w) {
     if (w == victim) continue;
-    ReadTally t;
-    const bool got = ReadAllBefore(children[w].fd, &t, sizeof t, deadline);
-    close(children[w].fd);
-    bool timed_out = false;
-    const int status = WaitExit(children[w].pid, deadline, &timed_out);
-    INFO("survivor " << w << ": " << DescribeExit(status) << ", " << t.ToString());
-    CHECK_FALSE(timed_out);
-    CHECK(got);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == kExitOk);
+    const ReadTally t = CollectReader(children[w], deadline, "survivor " + std::to_string(w));
+    INFO("survivor " << w << ": " << t.ToString());
     CHECK(t.reads == WorkerPositions(total, batch, workers, w).size());
-    CHECK(t.wrong == 0);
     survivor_reads += t.reads;
   }
   // The owner goes on: reads, then closes in bounded time.

@@ -27,7 +27,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -69,7 +68,6 @@ struct FetchMessage {
 // What the policy decided at a planned position.
 enum SlotFlags : uint8_t {
   kHit = 1,          // the policy hit: a hit pin is held
-  kAdmitted = 2,     // the policy admitted the item here
   kPrefetchPin = 4,  // brought (or kept) for this read from the disk tier
 };
 
@@ -748,8 +746,7 @@ void Store::Impl::PlanAheadLocked(uint64_t limit, uint64_t force_through) {
       slot.flags |= kHit;
       policy_hits_.fetch_add(1, std::memory_order_relaxed);
     } else if (policy_->Contains(a.id)) {
-      slot.flags |= kAdmitted;
-      // Readers of later positions may wait for this read's Put.
+      // Admitted here: readers of later positions may wait for this read's Put.
       if (!ram_->Contains(a.id)) ctl_->SetExpected(a.id, a.pos);
     }
     for (ItemId v : evicted_) MaybeEvictLocked(v);
