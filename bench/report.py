@@ -308,6 +308,64 @@ def section_e2e(e2e, path, plots, rel):
     return out
 
 
+def section_gpu(gb, path):
+    out = ["## GPU training with timm models", ""]
+    if not isinstance(gb, dict):
+        return out + ["`%s` is not a results object; nothing to report." % os.path.basename(path), ""]
+    if gb.get("skipped"):
+        m = gb.get("machine") or {}
+        return out + ["**Not measured.** `bench/gpu_bench.py` ran on %s cores (torch %s) on %s "
+                      "and skipped: %s. The GPU comparison (resnet50, mobilenetv3_small_100, "
+                      "vit_base_patch16_224; batch 16, 5 epochs, AMP, cache ratio 0.3, "
+                      "num_workers 0 and 8; no cache, LRU and opt + disk + prefetch, each "
+                      "with a plain copy and with `to_device`) needs a machine with CUDA and "
+                      "timm; bench/README.md says how to run it there." % (
+                          m.get("cores", "?"), m.get("torch", "?"), m.get("date", mtime(path)),
+                          gb["skipped"]), ""]
+    st = gb.get("settings", {})
+    m = gb.get("machine", {})
+    on_gpu = str(m.get("device", "")).startswith("cuda")
+    where = ("GPU %s, CUDA %s, torch %s, timm %s, %s CPU cores, run %s" % (
+        m.get("gpu"), m.get("cuda"), m.get("torch"), m.get("timm", "?"), m.get("cores"),
+        m.get("date")) if on_gpu else
+        "**CPU only (%s, torch %s, run %s): a check of the harness, not GPU results**" % (
+            m.get("device"), m.get("torch"), m.get("date")))
+    out += ["Source: `%s`, written by `bench/gpu_bench.py` (method in its docstring). %s. "
+            "%s images, batch %s, %s epochs, AMP %s, RAM %s of the decoded bytes. Seconds "
+            "for all epochs (the sum of the epoch times, checks excluded), 6 significant "
+            "digits; `copy` = a blocking `.to(device)` per batch, `to_device` = "
+            "`opt4store.to_device`." % (
+                os.path.basename(path), where, st.get("images"), st.get("batch"),
+                st.get("epochs"), st.get("amp"), st.get("ram_ratio")), ""]
+    results = gb.get("results") or {}
+    out += ["| model | workers | configuration | transfer | total s | epoch 1 s | later epochs s | wrong |",
+            "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"]
+    for model, by_w in results.items():
+        for w, runs in by_w.items():
+            for key, r in runs.items():
+                config, transfer = key.split("/", 1)
+                t = r.get("epoch_times") or []
+                out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    model, w, config, transfer, num(r.get("total")), num(t[0]) if t else "-",
+                    num(sum(t[1:])) if len(t) > 1 else "-", r.get("wrong")))
+    out.append("")
+    ref = st.get("reference_resnet50_seconds")
+    if ref:
+        out += ["The reference table (its own machine and dataset), resnet50, 5 epochs: "
+                "no cache %s s, LRU %s s (%.3f of no cache), its OPT %s s (%.3f). Compare "
+                "the ratios below, not the seconds." % (
+                    ref["no_cache"], ref["lru"], ref["lru"] / ref["no_cache"], ref["opt"],
+                    ref["opt"] / ref["no_cache"]), ""]
+    ratios = gb.get("ratios") or {}
+    if ratios:
+        out += ["| model / workers | ratio | value |", "| --- | --- | ---: |"]
+        for key, r in ratios.items():
+            for name, v in r.items():
+                out.append("| %s | %s | %s |" % (key, name, num(v)))
+        out.append("")
+    return out
+
+
 # The goals, as e2e_bench.py judged them (opt + disk tier + prefetch
 # against no cache and against an all-in-RAM run), per worker count.
 GOAL_NAMES = {
@@ -444,6 +502,11 @@ def main():
         lines += section_e2e(e2e, p, plots, rel)
     else:
         missing.append("e2e.json (bench/e2e_bench.py)")
+    gb, p = load(args.results, "gpu_bench.json")
+    if gb is not None:
+        lines += section_gpu(gb, p)
+    else:
+        missing.append("gpu_bench.json (bench/gpu_bench.py)")
     pb, p = load(args.results, "python_bench.json")
     if pb:
         lines += section_python(pb, p)

@@ -10,7 +10,9 @@
 #   2. bench/python_bench.py  per-read overhead, DataLoader samples/s
 #                             (with --cxx, bench/run.sh runs it instead)
 #   3. bench/e2e_bench.py     end-to-end epoch times, if that script exists
-#   4. bench/report.py        bench/REPORT.md and bench/report/*.png
+#   4. bench/gpu_bench.py     timm training on a GPU; without CUDA it records
+#                             that it skipped (bench/gpu_device.sh)
+#   5. bench/report.py        bench/REPORT.md and bench/report/*.png
 #
 # --cxx first runs bench/run.sh BUILD_DIR (policy, memory, sizes and store
 # benchmarks, about 12 minutes) so store_bench.json is fresh too; without it
@@ -96,6 +98,10 @@ else
   echo
   echo "=== e2e_bench: bench/e2e_bench.py not present, skipped"
 fi
+
+# Without CUDA it records why it skipped (or keeps an earlier GPU machine's
+# results); bench/gpu_device.sh runs it on a lent GPU machine.
+step gpu_bench "$PYTHON" "$BENCH_SRC/gpu_bench.py" "${QUICK[@]}" --json "$OUT_DIR/gpu_bench.json"
 
 step report "$PYTHON" "$BENCH_SRC/report.py" --results "$OUT_DIR" --out "$REPORT"
 echo
