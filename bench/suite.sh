@@ -101,9 +101,13 @@ fi
 step hitrate_lab "$PYTHON" "$BENCH_SRC/hitrate_lab.py" "${QUICK[@]}" --cli "$CLI" \
   --json "$OUT_DIR/hitrate_lab.json"
 
-rm -f "$OUT_DIR/python_bench.json"
-step python_bench "$PYTHON" "$BENCH_SRC/python_bench.py" "${QUICK[@]}" \
-  --json "$OUT_DIR/python_bench.json"
+python_bench() {  # -> OUT_DIR/python_bench.{json,txt}, as run.sh writes them
+  rm -f "$OUT_DIR/python_bench.json" "$OUT_DIR/python_bench.txt"  # never report a stale run
+  "$PYTHON" "$BENCH_SRC/python_bench.py" "${QUICK[@]}" --json "$OUT_DIR/python_bench.json" 2>&1 |
+    grep -v -i 'warn' | tee "$OUT_DIR/python_bench.txt"
+  return "${PIPESTATUS[0]}"
+}
+step python_bench python_bench
 
 step ram_bench cxx_bench ram_bench
 step disk_bench cxx_bench disk_bench
