@@ -404,10 +404,13 @@ def goals_table(goals):
 # run's notes in bench/README.md); printed only for goals the data misses.
 GOAL_WHY = {
     "later_epochs_within_20pct_of_all_in_ram":
-        "with 2 workers on 2 shared cores a cached epoch lasts a few tenths of a second, so a "
-        "few tens of milliseconds decide it: every 6 MB batch crosses the worker IPC, and the "
-        "workers share the cores with the owner's planner and prefetch thread; runs on this "
-        "machine land between about 1.1 and 1.25.",
+        "in epochs 2-5 opt + disk + prefetch brings about 70% of each epoch (some 140 MB) "
+        "back from the disk tier in the background (O_DIRECT read, CRC check, copy into the "
+        "RAM tier) while the all-in-RAM run reads nothing, and on 2 shared cores that work "
+        "competes with the reader, the workers and the model step. A cached epoch lasts "
+        "0.15-0.35 s, so a few tens of milliseconds decide the ratio; runs on this machine "
+        "land between about 1.0 and 1.25 (profiled under perf, the 0-worker pair took 0.687 "
+        "and 0.681 s for epochs 2-5).",
     "epoch1_at_most_15pct_slower":
         "epoch 1 pays for the store's copies and disk writes; since the disk write moved to the "
         "owner's planner thread a miss costs tens of microseconds over the decode, so a miss of "
@@ -415,8 +418,10 @@ GOAL_WHY = {
         "nothing to disk).",
     "restart_epoch_4x_vs_no_cache":
         "the restarted epoch includes opening the store (RocksDB, the index scan for item "
-        "sizes, the plan) and starting the workers, about 0.2 s, against a no-cache epoch of "
-        "under 3 s with 2 workers; with 0 workers the restart is over 10x faster.",
+        "sizes, reserving the shared memory: about 60 ms) and starting the workers, and it "
+        "starts with an empty RAM tier, so all of its reads come from the disk tier; against "
+        "a no-cache epoch of about 2.5 s with 2 workers that leaves little room above 4x. With "
+        "0 workers the restart is over 10x faster.",
     "later_epochs_4x_vs_no_cache": "not analysed.",
 }
 
