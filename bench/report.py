@@ -304,7 +304,67 @@ def section_e2e(e2e, path, plots, rel):
     fig.savefig(os.path.join(plots, name), dpi=110)
     plt.close(fig)
     out += ["![epoch time per configuration](%s/%s)" % (rel, name), ""]
+    out += e2e_summary(configs)
     out += goals_table(e2e.get("goals"))
+    out += per_read_table(e2e.get("per_read"))
+    return out
+
+
+def pct(x):
+    return "-" if x is None else "%+.1f%%" % (100 * x)
+
+
+def e2e_summary(configs):
+    """Speedups, epoch 1 cost, hit rates and the restart, as e2e_bench.py
+    computed them (the epoch table above holds the times they come from)."""
+    out = ["Per configuration: epochs 2-5 against no cache with the same workers, epoch 1's "
+           "extra time over no cache, hit rate (RAM + disk hits over accesses) over all "
+           "epochs and over epochs 2 on, and the restart: one more epoch in a new process "
+           "that reopens the store, with the time to its first batch measured from before "
+           "the open (and of that, the open and plan setup).", "",
+           "| configuration | workers | epochs 2-5 speedup | epoch 1 cost | hit rate | "
+           "hit rate 2-5 | restart epoch s | first batch ms | open + plan ms |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, cfg in configs.items():
+        for w, r in (cfg.get("workers") or {}).items():
+            if not isinstance(r, dict):
+                continue
+            ms = lambda v: "-" if v is None else "%.0f" % (v * 1e3)  # noqa: E731
+            hit = lambda v: "-" if v is None else "%.3f" % v  # noqa: E731
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                name, w, "%.2fx" % r["speedup_later_epochs"] if r.get("speedup_later_epochs")
+                else "-", pct(r.get("epoch1_cost")), hit(r.get("hit_rate")),
+                hit(r.get("hit_rate_later_epochs")),
+                num(r["restart_epoch_time"]) if r.get("restart_epoch_time") else "-",
+                ms(r.get("restart_first_batch")), ms(r.get("restart_open"))))
+    out.append("")
+    return out
+
+
+PER_READ_ROWS = (
+    ("raw_decode_us", "raw `dataset[i]` (JPEG decode + resize)"),
+    ("dict_get_us", "plain dict cache: lookup"),
+    ("dict_get_clone_us", "plain dict cache: lookup + clone"),
+    ("ram_hit_us", "CachedDataset RAM hit"),
+    ("disk_hit_us", "CachedDataset disk hit (store reopened with a 1-item RAM tier)"),
+    ("miss_us", "CachedDataset miss (decode + put, written through to disk)"),
+)
+
+
+def per_read_table(pr):
+    if not isinstance(pr, dict):
+        return []
+    out = ["Per read from Python (part 2 of the suite): %s items of %s %s, median over %s "
+           "rounds of the time per read; the disk hits are served from files the page "
+           "cache may hold (%s)." % (
+               pr.get("items"), "x".join(str(d) for d in pr.get("shape", [])), pr.get("dtype"),
+               pr.get("rounds"), ", ".join("%s %s" % (k, v) for k, v in
+                                           (pr.get("disk_phase_stats") or {}).items())), "",
+           "| read | us |", "| --- | ---: |"]
+    for key, label in PER_READ_ROWS:
+        if pr.get(key) is not None:
+            out.append("| %s | %s |" % (label, num(pr[key])))
+    out += ["", "%s wrong values in the per-read phases." % pr.get("wrong", "?"), ""]
     return out
 
 
