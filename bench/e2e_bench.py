@@ -88,10 +88,12 @@ class Step:
 
 
 class Checker:
-    """Compares returned items at the reference indices with their decode."""
+    """Compares returned items at the reference indices with their decode
+    (on `device`, where the batches arrive; gpu_bench.py passes the GPU)."""
 
-    def __init__(self, reference):
-        self.reference = reference
+    def __init__(self, reference, device=None):
+        self.reference = (reference if device is None else
+                          {i: t.to(device) for i, t in reference.items()})
         self.checked = 0
         self.wrong = 0
 
@@ -137,6 +139,18 @@ def store_options(name, decoded, n):
 
 CONFIGS = ("no_cache", "lru_ram", "static_ram", "opt_ram", "opt_disk", "opt_disk_prefetch",
            "all_in_ram")
+
+
+def image_set(work_dir, n):
+    """The n JPEGs under work_dir/images-n, written once and reused."""
+    images_dir = os.path.join(work_dir, f"images-{n}")
+    os.makedirs(images_dir, exist_ok=True)
+    if len(os.listdir(images_dir)) != n:
+        shutil.rmtree(images_dir)
+        os.makedirs(images_dir)
+        print(f"writing {n} JPEGs of 512x512 to {images_dir} ...", flush=True)
+        make_images(images_dir, n)
+    return JpegDataset(images_dir)
 
 
 def reference_for(ds, n):
@@ -335,15 +349,8 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     json_path = args.json or os.path.join(here, "results", "tmp" if args.quick else "", "e2e.json")
 
-    images_dir = os.path.join(args.dir, f"images-{n}")
     store_dir = os.path.join(args.dir, "store")
-    os.makedirs(images_dir, exist_ok=True)
-    if len(os.listdir(images_dir)) != n:
-        shutil.rmtree(images_dir)
-        os.makedirs(images_dir)
-        print(f"writing {n} JPEGs of 512x512 to {images_dir} ...", flush=True)
-        make_images(images_dir, n)
-    ds = JpegDataset(images_dir)
+    ds = image_set(args.dir, n)
     decoded = n * 3 * OUT * OUT
     reference = reference_for(ds, n)
 

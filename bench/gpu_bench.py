@@ -57,12 +57,12 @@ import torch.utils.data
 import opt4store
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from demo import OUT, JpegDataset, WithIndex, make_images  # noqa: E402
+from demo import OUT, WithIndex  # noqa: E402
+from e2e_bench import Checker, image_set, reference_for  # noqa: E402
 
 BATCH = 16
 RAM_RATIO = 0.3
 SEED = 1
-CHECKED = 64
 CLASSES = 1000
 WARMUP_STEPS = 10
 MODELS = ("resnet50", "mobilenetv3_small_100", "vit_base_patch16_224")
@@ -124,23 +124,6 @@ class Trainer:
     def sync(self):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-
-
-class Checker:
-    """Compares the returned items at the reference indices with their decode."""
-
-    def __init__(self, reference, device):
-        self.reference = {i: t.to(device) for i, t in reference.items()}
-        self.checked = 0
-        self.wrong = 0
-
-    def __call__(self, x, idx):
-        for k, i in enumerate(idx.tolist()):
-            ref = self.reference.get(i)
-            if ref is not None:
-                self.checked += 1
-                if not torch.equal(x[k].to(ref.device), ref):
-                    self.wrong += 1
 
 
 def store_options(name, decoded):
@@ -312,16 +295,8 @@ def main():
                     [0] if args.quick else [0, 8])
     n = args.images or (96 if args.quick else 1000)
     epochs = args.epochs or (2 if args.quick else 5)
-    images_dir = os.path.join(args.dir, f"images-{n}")
-    os.makedirs(images_dir, exist_ok=True)
-    if len(os.listdir(images_dir)) != n:
-        shutil.rmtree(images_dir)
-        os.makedirs(images_dir)
-        print(f"writing {n} JPEGs of 512x512 to {images_dir} ...", flush=True)
-        make_images(images_dir, n)
-    ds = JpegDataset(images_dir)
-    g = torch.Generator().manual_seed(7)
-    reference = {i: ds[i] for i in torch.randperm(n, generator=g)[:min(CHECKED, n)].tolist()}
+    ds = image_set(args.dir, n)
+    reference = reference_for(ds, n)
     store_dir = os.path.join(args.dir, "store")
 
     settings = {"mode": "quick" if args.quick else "full", "images": n, "jpeg_side": 512,
