@@ -514,7 +514,12 @@ def section_tiers(rb, rp, db, dp):
                 "| fio, then the tier, in turn (median of pairs) | %s |" %
                 num(reads.get("ratio_median_of_pairs")),
                 "| write amplification of a plain fill | %s |" %
-                num(db.get("fill", {}).get("write_amplification")), ""]
+                num(db.get("fill", {}).get("write_amplification")), "",
+                "The goal's measure is the first row: both readers on the same device at the "
+                "same time. Read in turn, each gets the shared virtual disk as it is during "
+                "its own 3 seconds, and fio alone has ranged from 0.5 to 2.6 GB/s between "
+                "runs here (bench/DISK.md), so the second row is not a speed of the tier "
+                "against the hardware.", ""]
         churn = db.get("churn", [])
         if churn:
             out += ["| churn at 4x the budget, max dead fraction | write amplification |"
