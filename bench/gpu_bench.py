@@ -97,7 +97,10 @@ class Trainer:
         if self.amp:
             self.net = self.net.to(memory_format=torch.channels_last)
         self.opt = torch.optim.SGD(self.net.parameters(), lr=0.01, momentum=0.9)
-        self.scaler = torch.cuda.amp.GradScaler(enabled=self.amp)
+        # torch.amp.GradScaler from torch 2.3 on (torch.cuda.amp's is deprecated there).
+        self.scaler = (torch.amp.GradScaler("cuda", enabled=self.amp)
+                       if hasattr(torch.amp, "GradScaler") else
+                       torch.cuda.amp.GradScaler(enabled=self.amp))
         self.mean = torch.tensor([0.485, 0.456, 0.406], device=self.device).view(1, 3, 1, 1) * 255
         self.std = torch.tensor([0.229, 0.224, 0.225], device=self.device).view(1, 3, 1, 1) * 255
 
