@@ -99,8 +99,13 @@ def num(x):
     return str(x)
 
 
-def caption(fig, text):
+def save_plot(fig, text, plots, name, bottom=0.06):
+    """Captions the figure with how it was measured, writes plots/name, closes it."""
     fig.text(0.01, 0.005, text, fontsize=7, ha="left", va="bottom", wrap=True)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.savefig(os.path.join(plots, name), dpi=110)
+    plt.close(fig)
+    return name
 
 
 def curve_table(points, policies):
@@ -143,12 +148,9 @@ def section_hitrate(lab, path, plots, rel):
         plot_curve(ax, repl["points"], pol, "Hit rate vs capacity: %s (%d reads)" % (
             repl["plan"], repl["accesses"]))
         ax.legend(fontsize=8, ncol=2)
-        caption(fig, "opt4store simulate, sampler replacement, N=%d, %d epochs, seed in plan; %s" % (
-            repl["dataset_size"], repl["epochs"], mline))
-        fig.tight_layout(rect=(0, 0.05, 1, 1))
-        name = "hitrate_replacement.png"
-        fig.savefig(os.path.join(plots, name), dpi=110)
-        plt.close(fig)
+        name = save_plot(fig, "opt4store simulate, sampler replacement, N=%d, %d epochs, seed in "
+                         "plan; %s" % (repl["dataset_size"], repl["epochs"], mline),
+                         plots, "hitrate_replacement.png", bottom=0.05)
         out += ["### Sampling with replacement", "",
                 "%d items, %d epochs of %d draws with replacement (`%s`), %d reads, %d distinct ids. "
                 "Command: `%s`." % (repl["dataset_size"], repl["epochs"], repl["dataset_size"],
@@ -168,12 +170,9 @@ def section_hitrate(lab, path, plots, rel):
             plot_curve(ax, run["points"], pol, "Zipf alpha=%s (%d distinct ids)" % (
                 run["alpha"], run["distinct_ids"]))
         axes[0].legend(fontsize=7, ncol=2)
-        caption(fig, "opt4store simulate --plan zipf.npy, N=%d, %d reads, numpy-generated; %s" % (
-            zipf["dataset_size"], zipf["reads"], mline))
-        fig.tight_layout(rect=(0, 0.06, 1, 1))
-        name = "hitrate_zipf.png"
-        fig.savefig(os.path.join(plots, name), dpi=110)
-        plt.close(fig)
+        name = save_plot(fig, "opt4store simulate --plan zipf.npy, N=%d, %d reads, "
+                         "numpy-generated; %s" % (zipf["dataset_size"], zipf["reads"], mline),
+                         plots, "hitrate_zipf.png")
         out += ["### Zipf-skewed reads", "",
                 "%d reads over %d items; rank k has weight k^-alpha, ranks permuted onto ids; "
                 "generator: %s. Capacity ratios are of the %d items." % (
@@ -298,11 +297,8 @@ def section_e2e(e2e, path, plots, rel):
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    caption(fig, "bench/e2e_bench.py epoch times per configuration; %s" % mline)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    name = "e2e_epoch_times.png"
-    fig.savefig(os.path.join(plots, name), dpi=110)
-    plt.close(fig)
+    name = save_plot(fig, "bench/e2e_bench.py epoch times per configuration; %s" % mline,
+                     plots, "e2e_epoch_times.png")
     out += ["![epoch time per configuration](%s/%s)" % (rel, name), ""]
     out += e2e_summary(configs)
     out += goals_table(e2e.get("goals"))
