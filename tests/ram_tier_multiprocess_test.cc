@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ram_test_values.h"
+#include "fork_child.h"
 #include "test_util.h"
 #include "tiers/ram_tier.h"
 
@@ -25,6 +26,9 @@ namespace opt4store {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using opt4store_test::Child;
+using opt4store_test::ForkChild;
+using opt4store_test::Reap;
 using opt4store_test::FillPayload;
 using opt4store_test::IsValidValue;
 using opt4store_test::MetaFor;
@@ -230,37 +234,6 @@ ReaderReport ReaderLoop(RamTier* tier, uint64_t items, uint64_t seed, double sec
     }
   }
   return r;
-}
-
-struct Child {
-  pid_t pid = -1;
-  int fd = -1;
-};
-
-template <typename Fn>
-Child ForkChild(Fn fn) {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  Child c;
-  c.pid = fork();
-  REQUIRE(c.pid >= 0);
-  if (c.pid == 0) {
-    close(fds[0]);
-    fn(fds[1]);
-    _exit(0);
-  }
-  close(fds[1]);
-  c.fd = fds[0];
-  return c;
-}
-
-int Reap(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return status;
 }
 
 TEST_CASE("RamTier: forked readers never get a torn, stale-space or foreign value",

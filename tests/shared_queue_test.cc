@@ -20,12 +20,14 @@
 #include <vector>
 
 #include "ram_test_values.h"
+#include "fork_child.h"
 #include "test_util.h"
 
 namespace opt4store {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using opt4store_test::Reap;
 using opt4store_test::FillPayload;
 using opt4store_test::Mix;
 
@@ -76,13 +78,6 @@ bool CheckMessage(const QueueMessage& m, uint64_t max_body, uint64_t* producer, 
   std::string expect(size, '\0');
   FillPayload(*producer, *seq, &expect[0], size);
   return std::memcmp(m.data + 16, expect.data(), size) == 0;
-}
-
-int Reap(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return status;
 }
 
 TEST_CASE("SharedQueue: messages come out in order, intact, with their tags", "[queue]") {

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "fork_child.h"
 #include "opt4store/store.h"
 #include "store_test_util.h"
 #include "test_util.h"
@@ -38,6 +39,8 @@ namespace opt4store {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using opt4store_test::Child;
+using opt4store_test::ForkChild;
 using opt4store_test::IsSample;
 using opt4store_test::PlanIds;
 using opt4store_test::ReadPositions;
@@ -103,32 +106,6 @@ bool ReadAllBefore(int fd, void* data, size_t size, Clock::time_point deadline) 
     size -= static_cast<size_t>(n);
   }
   return true;
-}
-
-struct Child {
-  pid_t pid = -1;
-  int fd = -1;  // the read end of the child's report pipe
-};
-
-// Forks; the child runs fn(write_fd), whose result is its exit code. The
-// child leaves with _exit: no destructors of the parent's objects, no Catch2.
-template <typename Fn>
-Child ForkChild(Fn fn) {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  Child c;
-  c.pid = fork();
-  REQUIRE(c.pid >= 0);
-  if (c.pid == 0) {
-    close(fds[0]);
-    const int code = fn(fds[1]);
-    _exit(code);
-  }
-  close(fds[1]);
-  c.fd = fds[0];
-  return c;
 }
 
 // Forked readers start together: each waits at the gate until the parent
