@@ -69,7 +69,7 @@ python_with_torch() {
 configure_and_build() {  # dir, extra cmake args...
   local dir=$1; shift
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DPython3_EXECUTABLE="$(python_with_torch)" "$@" >/dev/null
+    -DPython_EXECUTABLE="$(python_with_torch)" "$@" >/dev/null
   cmake --build "$dir" -j "$JOBS"
 }
 
