@@ -201,6 +201,28 @@ TEST_CASE("disk tier: a closed and reopened store has everything", "[disk][persi
   }
 }
 
+// RocksDB writes the options it ran with into index/OPTIONS-*; they show
+// that no stats-dump timer runs and that the LOG keeps warnings only.
+TEST_CASE("disk tier: the index runs no stats dump and logs warnings only", "[disk]") {
+  TempDir store;
+  {
+    auto tier = OpenOrDie(SmallOptions(), store.path());
+    PutRange(tier.get(), 0, 10);
+    REQUIRE(tier->Close().ok());
+  }
+  std::string options_text;
+  for (const auto& entry : std::filesystem::directory_iterator(store.path() + "/index")) {
+    if (entry.path().filename().string().rfind("OPTIONS-", 0) == 0) {
+      options_text = opt4store_test::ReadBytes(entry.path().string());
+    }
+  }
+  REQUIRE(!options_text.empty());
+  CHECK(options_text.find("stats_dump_period_sec=0\n") != std::string::npos);
+  CHECK(options_text.find("stats_persist_period_sec=0\n") != std::string::npos);
+  CHECK(options_text.find("info_log_level=WARN_LEVEL\n") != std::string::npos);
+  CHECK(options_text.find("max_log_file_size=1048576\n") != std::string::npos);
+}
+
 TEST_CASE("disk tier: a second opener gets Busy naming the LOCK file and the pid", "[disk]") {
   TempDir dir;
   auto tier = OpenOrDie(SmallOptions(), dir.path());

@@ -400,8 +400,15 @@ Status DiskTier::Impl::Open() {
 
   rocksdb::Options ro;
   ro.create_if_missing = true;
+  // RocksDB's info LOG keeps warnings and errors only (a damaged index, a
+  // full disk), in at most two files of 1 MiB. No stats dump or persist
+  // timer: Stats() holds the store's own counters, and the dump ran
+  // RocksDB's DumpStats on a timer thread every 10 minutes for nothing.
   ro.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  ro.max_log_file_size = 1 << 20;
   ro.keep_log_file_num = 2;
+  ro.stats_dump_period_sec = 0;
+  ro.stats_persist_period_sec = 0;
   ro.max_background_jobs = 2;
   ro.write_buffer_size = 16 << 20;
   ro.compression = rocksdb::kNoCompression;  // 37-byte values; not worth it
