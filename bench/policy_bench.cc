@@ -35,7 +35,7 @@
 #include "opt4store/policy.h"
 #include "opt4store/simulator.h"
 #include "opt4store/status.h"
-#include "reference_belady.h"
+#include "tests/reference/reference_belady.h"
 
 namespace opt4store {
 namespace {

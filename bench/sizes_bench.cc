@@ -25,13 +25,13 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "exhaustive_opt.h"
+#include "tests/reference/exhaustive_opt.h"
 #include "opt4store/item_sizes.h"
 #include "opt4store/plan.h"
 #include "opt4store/policy.h"
 #include "opt4store/simulator.h"
 #include "opt4store/status.h"
-#include "reference_belady.h"
+#include "tests/reference/reference_belady.h"
 
 namespace opt4store {
 namespace {

@@ -19,7 +19,7 @@
 #include "disk_test_util.h"
 #include "test_util.h"
 #include "tiers/disk_index.h"
-#include "tiers/fault_injection_env.h"
+#include "engine/base/fault_injection_env.h"
 
 namespace opt4store {
 namespace {

@@ -1,7 +1,7 @@
 // The file layer: the POSIX Env (O_DIRECT, io_uring queues, the LOCK file)
 // and the FaultInjectionEnv's rules (ENOSPC after N bytes, EIO on the k-th
 // read of a file, short reads), on both File and ReadQueue paths.
-#include "tiers/fault_injection_env.h"
+#include "engine/base/fault_injection_env.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "test_util.h"
-#include "tiers/env.h"
+#include "engine/base/env.h"
 
 namespace opt4store {
 namespace {

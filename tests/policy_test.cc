@@ -1,7 +1,7 @@
 // Policy: the exactness tests.
 //   a. hand-checked traces for every policy, step by step;
 //   b. opt against an exhaustive search on thousands of small random cases;
-//   c. opt against a textbook Belady (bench/reference_belady.h) on 200k reads;
+//   c. opt against a textbook Belady (tests/reference/reference_belady.h) on 200k reads;
 //   d. byte capacities with variable sizes: invariants of every policy,
 //      checked against a shadow model at every step, Erase included;
 //   e. OnReveal: a small window plus reveals against the full window.
@@ -20,10 +20,10 @@
 
 #include <catch2/catch.hpp>
 
-#include "exhaustive_opt.h"
+#include "tests/reference/exhaustive_opt.h"
 #include "opt4store/next_use.h"
 #include "opt4store/plan.h"
-#include "reference_belady.h"
+#include "tests/reference/reference_belady.h"
 
 namespace opt4store {
 namespace {
@@ -600,7 +600,7 @@ uint64_t BruteMaxHits(const std::vector<ItemId>& seq, uint32_t num_ids, uint64_t
   return static_cast<uint64_t>(best(0, 0));
 }
 
-TEST_CASE("The exhaustive search agrees with bench/exhaustive_opt.h", "[policy][reference]") {
+TEST_CASE("The exhaustive search agrees with tests/reference/exhaustive_opt.h", "[policy][reference]") {
   std::mt19937_64 rng(77);
   for (int trial = 0; trial < 300; ++trial) {
     const uint32_t ids = 1 + rng() % 6;

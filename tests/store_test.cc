@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "disk_test_util.h"
-#include "reference_belady.h"
+#include "tests/reference/reference_belady.h"
 #include "store_test_util.h"
 #include "test_util.h"
-#include "tiers/fault_injection_env.h"
+#include "engine/base/fault_injection_env.h"
 
 namespace opt4store {
 namespace {

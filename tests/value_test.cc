@@ -4,7 +4,7 @@
 #include <string>
 
 #include "opt4store/value.h"
-#include "store/manifest.h"
+#include "engine/store/manifest.h"
 
 namespace opt4store {
 namespace {

@@ -48,7 +48,7 @@
 #include <utility>
 
 #include "tiers/disk_index.h"
-#include "tiers/env.h"
+#include "engine/base/env.h"
 #include "tiers/segment.h"
 
 namespace opt4store {

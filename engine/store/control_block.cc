@@ -1,4 +1,4 @@
-#include "store/control_block.h"
+#include "engine/store/control_block.h"
 
 #include <cstring>
 #include <new>

@@ -1,4 +1,4 @@
-#include "store/manifest.h"
+#include "engine/store/manifest.h"
 
 #include <cerrno>
 #include <cstdlib>

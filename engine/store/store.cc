@@ -39,8 +39,8 @@
 
 #include "opt4store/next_use.h"
 #include "opt4store/value.h"
-#include "store/control_block.h"
-#include "store/manifest.h"
+#include "engine/store/control_block.h"
+#include "engine/store/manifest.h"
 #include "tiers/disk_index.h"
 #include "tiers/disk_tier.h"
 #include "tiers/ram_tier.h"

@@ -1,6 +1,6 @@
 // The POSIX Env: pread/pwritev files with an optional O_DIRECT descriptor,
 // io_uring read queues with a pread fallback, and flock-based LOCK files.
-#include "tiers/env.h"
+#include "engine/base/env.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -19,9 +19,9 @@
 // Invariant between calls: used_ is the sum of resident costs, <= capacity_.
 #include <algorithm>
 
-#include "cost_table.h"
-#include "policy_impl.h"
-#include "window_bitmap.h"
+#include "engine/plan/cost_table.h"
+#include "engine/plan/policy_impl.h"
+#include "engine/plan/window_bitmap.h"
 
 namespace opt4store {
 

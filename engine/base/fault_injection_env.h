@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "tiers/env.h"
+#include "engine/base/env.h"
 
 namespace opt4store {
 

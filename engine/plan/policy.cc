@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "policy_impl.h"
+#include "engine/plan/policy_impl.h"
 
 namespace opt4store {
 

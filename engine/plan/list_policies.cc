@@ -1,7 +1,7 @@
 // Policies that need no priority structure: lru, fifo, random, static, none.
-#include "cost_table.h"
+#include "engine/plan/cost_table.h"
 #include "opt4store/huge_page_allocator.h"
-#include "policy_impl.h"
+#include "engine/plan/policy_impl.h"
 
 namespace opt4store {
 

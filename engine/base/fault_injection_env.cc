@@ -1,4 +1,4 @@
-#include "tiers/fault_injection_env.h"
+#include "engine/base/fault_injection_env.h"
 
 #include <signal.h>
 #include <unistd.h>

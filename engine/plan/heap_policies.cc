@@ -3,10 +3,10 @@
 #include <limits>
 #include <utility>
 
-#include "cost_table.h"
+#include "engine/plan/cost_table.h"
 #include "opt4store/huge_page_allocator.h"
-#include "indexed_heap.h"
-#include "policy_impl.h"
+#include "engine/plan/indexed_heap.h"
+#include "engine/plan/policy_impl.h"
 
 namespace opt4store {
 
