@@ -213,8 +213,8 @@ def main():
           f" {final['prefetched']} items were prefetched from the disk tier ahead of the readers)"
           f" or read from disk on demand ({final['hits_disk']}); decoded: loaded from the JPEGs.")
     print(f"checked: {len(reference)} samples of epoch 3 against a fresh decode: "
-          f"{wrong[0]} wrong. Store: {final['items_disk']} items on disk,"
-          f" {final['bytes_ram'] / 2**20:.1f} MiB in RAM. Took {time.perf_counter() - started:.0f} s.")
+          f"{wrong[0]} wrong. Store: {final['disk_items']} items on disk,"
+          f" {final['ram_bytes_used'] / 2**20:.1f} MiB in RAM. Took {time.perf_counter() - started:.0f} s.")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"plain": plain_times + plain4, "store": store_times + [restart["time"]],

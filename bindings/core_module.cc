@@ -136,6 +136,24 @@ at::Tensor ViewAs(const at::Tensor& bytes, const ValueHeader& h) {
   return t.view(h.shape);
 }
 
+// ---------------------------------------------------------------- stats
+
+// Store.stats(): every field of the one table (store_stats.h), by its name.
+py::dict StatsDict(const StoreStats& st) {
+  py::dict d;
+  VisitStats(st, [&d](const StatField& field, auto value) { d[field.name] = value; });
+  return d;
+}
+
+// The table itself, for the docs check and a closed store's zeros.
+py::list StatFields() {
+  py::list fields;
+  VisitStats(StoreStats{}, [&fields](const StatField& field, auto) {
+    fields.append(py::make_tuple(field.group, field.name, field.help));
+  });
+  return fields;
+}
+
 // ---------------------------------------------------------------- options
 
 uint64_t GetUint(const py::dict& d, const char* key) { return d[key].cast<uint64_t>(); }
@@ -320,44 +338,7 @@ class PyStore {
       py::gil_scoped_release release;
       st = store->Stats();
     }
-    py::dict d;
-    d["accesses"] = st.accesses;
-    d["hits_ram"] = st.hits_ram;
-    d["hits_disk"] = st.hits_disk;
-    d["source_loads"] = st.misses;
-    d["misses"] = st.misses;
-    d["puts"] = st.puts;
-    d["puts_dropped"] = st.puts_dropped;
-    d["drift"] = st.drift;
-    d["waits"] = st.waits;
-    d["wait_seconds"] = st.wait_ns / 1e9;
-    d["fetch_requests"] = st.fetch_requests;
-    d["fetch_timeouts"] = st.fetch_timeouts;
-    d["expect_waits"] = st.expect_waits;
-    d["expect_timeouts"] = st.expect_timeouts;
-    d["prefetched"] = st.prefetched;
-    d["prefetch_bytes"] = st.prefetch_bytes;
-    d["planned_positions"] = st.planned_positions;
-    d["policy_hits"] = st.policy_hits;
-    d["ram_insert_failures"] = st.ram_insert_failures;
-    d["disk_put_errors"] = st.disk_put_errors;
-    d["abandoned_positions"] = st.abandoned_positions;
-    d["position"] = st.position;
-    d["epoch"] = st.epoch;
-    d["total_positions"] = st.total_positions;
-    d["items_ram"] = st.ram_items;
-    d["bytes_ram"] = st.ram_bytes_used;
-    d["ram_capacity"] = st.ram_capacity;
-    d["ram_capacity_in_items"] = st.ram_capacity_in_items;
-    d["ram_arena_bytes"] = st.ram_arena_bytes;
-    d["ram_bytes_per_item"] = st.ram_bytes_per_item;
-    d["items_disk"] = st.disk_items;
-    d["bytes_disk"] = st.disk_live_bytes;
-    d["disk_file_bytes"] = st.disk_file_bytes;
-    d["disk_budget"] = st.disk_budget;
-    d["disk_write_amplification"] = st.disk_write_amplification;
-    d["disk_corrupt_records"] = st.disk_corrupt_records;
-    return d;
+    return StatsDict(st);
   }
 
   uint64_t ResumePosition() { return Checked()->ResumePosition(); }
@@ -471,5 +452,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("encode_header", &opt4store::EncodeHeader, py::arg("dtype"), py::arg("shape"),
         py::arg("tag"), py::arg("user"));
   m.def("decode_header", &opt4store::DecodeHeader, py::arg("meta"));
+  m.def("zero_stats", [] { return opt4store::StatsDict(opt4store::StoreStats{}); });
+  m.def("stat_fields", &opt4store::StatFields);
   m.attr("NO_POSITION") = opt4store::kNoPosition;
 }

@@ -29,7 +29,7 @@ PUBLIC = {
     "value.h": "base", "read_sink.h": "base",
     "plan.h": "plan", "next_use.h": "plan", "item_sizes.h": "plan", "policy.h": "plan",
     "simulator.h": "plan",
-    "store.h": "store",
+    "store.h": "store", "store_stats.h": "store",
 }
 
 FOLDERS = (  # path prefix -> layer, longest first

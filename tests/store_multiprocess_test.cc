@@ -309,13 +309,13 @@ TEST_CASE(
   REQUIRE(all.reads == total);
 
   const StoreStats st = store->Stats();
-  INFO("stats: accesses " << st.accesses << ", hits_ram " << st.hits_ram << ", misses " << st.misses
+  INFO("stats: accesses " << st.accesses << ", hits_ram " << st.hits_ram << ", source_loads " << st.source_loads
                           << ", puts " << st.puts << ", dropped " << st.puts_dropped << ", drift "
                           << st.drift << ", waits " << st.waits);
   CHECK(st.accesses == total);
-  CHECK(st.misses == all.misses);
+  CHECK(st.source_loads == all.misses);
   CHECK(st.hits_ram == all.ram);
-  CHECK(st.accesses == st.hits_ram + st.hits_disk + st.misses);
+  CHECK(st.accesses == st.hits_ram + st.hits_disk + st.source_loads);
   CHECK(st.drift == 0);
   CHECK(st.puts_dropped == 0);
   CHECK(st.puts == all.misses);
@@ -418,7 +418,7 @@ TEST_CASE("Store: a reader that joins with Attach(handle()) reads and Puts throu
   CHECK(t.errors == 0);
   const StoreStats st = store->Stats();
   CHECK(st.accesses == 2 * n);
-  CHECK(st.accesses == st.hits_ram + st.hits_disk + st.misses);
+  CHECK(st.accesses == st.hits_ram + st.hits_disk + st.source_loads);
   REQUIRE(store->Close().ok());
 }
 

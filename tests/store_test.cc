@@ -67,8 +67,8 @@ std::unique_ptr<Store> OpenStore(const StoreOptions& options, const std::string&
 
 void CheckStatsAddUp(const StoreStats& s) {
   INFO("accesses " << s.accesses << ", hits_ram " << s.hits_ram << ", hits_disk " << s.hits_disk
-                   << ", misses " << s.misses);
-  CHECK(s.accesses == s.hits_ram + s.hits_disk + s.misses);
+                   << ", source_loads " << s.source_loads);
+  CHECK(s.accesses == s.hits_ram + s.hits_disk + s.source_loads);
 }
 
 // Waits (up to `seconds`) until pred(Stats()) holds; returns the last Stats().
@@ -162,7 +162,7 @@ TEST_CASE(
     CheckStatsAddUp(st);
     CHECK(st.accesses == sizes.size() + 2);
     CHECK(st.hits_ram == sizes.size());
-    CHECK(st.misses == 2);
+    CHECK(st.source_loads == 2);
     CHECK(st.puts == sizes.size());
     REQUIRE(store->Close().ok());
   }
@@ -337,13 +337,13 @@ void CheckMissesEqualBelady(const PlanSpec& plan, uint64_t capacity,
   CHECK(t.misses == ref_misses);
   const StoreStats st = WaitForStats(
       store.get(), 3.0, [&](const StoreStats& s) { return s.planned_positions >= ids.size(); });
-  INFO("stats: accesses " << st.accesses << ", hits_ram " << st.hits_ram << ", misses " << st.misses
+  INFO("stats: accesses " << st.accesses << ", hits_ram " << st.hits_ram << ", source_loads " << st.source_loads
                           << ", planned " << st.planned_positions << ", policy_hits "
                           << st.policy_hits << ", drift " << st.drift << ", ram_items "
                           << st.ram_items << " of " << st.ram_capacity);
   CheckStatsAddUp(st);
   CHECK(st.accesses == ids.size());
-  CHECK(st.misses == t.misses);
+  CHECK(st.source_loads == t.misses);
   CHECK(st.hits_ram == t.ram);
   CHECK(st.hits_disk == 0);
   CHECK(st.drift == 0);
@@ -541,7 +541,7 @@ TEST_CASE(
       CHECK(t.ram + t.disk == n);
       const StoreStats st = store->Stats();
       CHECK(st.disk_items == n);
-      CHECK(st.misses == 0);
+      CHECK(st.source_loads == 0);
       CHECK(st.position == 2 * n);
       CheckStatsAddUp(st);
       REQUIRE(store->Close().ok());
@@ -811,7 +811,7 @@ TEST_CASE("Store: a damaged disk record is a miss (never wrong bytes) and Verify
     CHECK(IsSample(id, shape, s.meta, s.payload));
   }
   const StoreStats st = store->Stats();
-  CHECK(st.misses >= 1);
+  CHECK(st.source_loads >= 1);
   CHECK(st.disk_corrupt_records >= 1);
   CheckStatsAddUp(st);
   // The caller loads it again; now it is right.

@@ -126,11 +126,12 @@ class Store:
 
     def stats(self):
         """Totals across every process that used the store: accesses,
-        hits_ram, hits_disk, source_loads, drift, bytes_ram, bytes_disk,
-        prefetched, waits, and more. Zeros before the store opens."""
+        hits_ram, hits_disk, source_loads, drift, ram_items, ram_bytes_used,
+        disk_items, disk_live_bytes, prefetched, waits, and every other field
+        of the one stats table (README, "Stats"). Zeros before the store
+        opens."""
         if self._core is None or self._core.closed:
-            return {k: 0 for k in ("accesses", "hits_ram", "hits_disk", "source_loads", "drift",
-                                   "bytes_ram", "bytes_disk", "items_ram", "items_disk")}
+            return _core.zero_stats()
         return self._core.stats()
 
     def flush(self):

@@ -4,7 +4,7 @@
 //
 //   header     names of the RAM tier and queue segments (for Attach), the
 //              dataset size, the fetch timeout, the owner's frontier
-//   counters   reader counters (accesses, hits, misses ...), relaxed atomics
+//   counters   reader counters (accesses, hits, source loads ...), relaxed atomics
 //              summed over every process, and the owner's gauges as it last
 //              published them
 //   consumed   a ring of R slots, one per plan position modulo R: a reader
@@ -42,7 +42,7 @@ struct SharedCounters {
   std::atomic<uint64_t> accesses{0};
   std::atomic<uint64_t> hits_ram{0};
   std::atomic<uint64_t> hits_disk{0};
-  std::atomic<uint64_t> misses{0};
+  std::atomic<uint64_t> source_loads{0};
   std::atomic<uint64_t> puts{0};
   std::atomic<uint64_t> puts_dropped{0};
   std::atomic<uint64_t> waits{0};

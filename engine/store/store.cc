@@ -1292,7 +1292,7 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         c.hits_disk.fetch_add(1, std::memory_order_relaxed);
         break;
       case GetSource::kMiss:
-        c.misses.fetch_add(1, std::memory_order_relaxed);
+        c.source_loads.fetch_add(1, std::memory_order_relaxed);
         if (statuses[i].ok()) {
           statuses[i] = Status::NotFound("id " + std::to_string(ids[i]) + " is not in the store");
         }
@@ -1539,7 +1539,7 @@ StoreStats Store::Impl::Stats() {
     st.accesses = c.accesses.load();
     st.hits_ram = c.hits_ram.load();
     st.hits_disk = c.hits_disk.load();
-    st.misses = c.misses.load();
+    st.source_loads = c.source_loads.load();
     st.puts = c.puts.load();
     st.puts_dropped = c.puts_dropped.load();
     st.waits = c.waits.load();

@@ -153,7 +153,7 @@ def test_drift_in_one_process_does_not_wait_in_vain(tmp_path):
         st = store.stats()
         assert st["drift"] > 0, st
         assert st["expect_timeouts"] == 0, (
-            f"{st['expect_timeouts']} reads waited in vain ({st['wait_seconds']:.1f} s) "
+            f"{st['expect_timeouts']} reads waited in vain ({st['wait_ns'] / 1e9:.1f} s) "
             f"for a Put no reader was going to make; {2 * N} reads took {elapsed:.1f} s")
     finally:
         store.close()

@@ -38,7 +38,7 @@ def test_extension_still_works_with_every_other_symbol_hidden(tmp_path):
             for i in sampler:
                 assert torch.equal(ds[i], data[int(i)])
         st = store.stats()
-        assert st["items_disk"] == len(data), st
+        assert st["disk_items"] == len(data), st
         assert st["source_loads"] == len(data), st
     finally:
         store.close()

@@ -25,8 +25,8 @@ def test_first_run_loads_each_item_once_then_uses_the_disk(tmp_path):
     assert out["calls"] == N
     assert st["source_loads"] == N, st
     assert st["accesses"] == 3 * N, st
-    assert st["items_disk"] == N, st
-    assert st["bytes_disk"] > 0, st
+    assert st["disk_items"] == N, st
+    assert st["disk_live_bytes"] > 0, st
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
@@ -61,7 +61,7 @@ def test_a_later_plan_loads_only_what_the_disk_lacks(tmp_path):
     half = N // 2
     out = first_run(tmp_path, kind=f"first:{half}", epochs=2)
     assert out["calls"] == half
-    assert out["stats"]["items_disk"] == half
+    assert out["stats"]["disk_items"] == half
     out = run_planned_in_child(path=tmp_path / "store", n=N, kind="shuffled", seed=3, epochs=2,
                                counter_path=tmp_path / "calls1", **STORE)
     assert out["wrong"] == [], out["wrong"][:3]

@@ -1,5 +1,8 @@
 """stats(): the documented keys exist and add up, totals across workers."""
 
+import os
+import re
+
 import pytest
 import torch
 import torch.utils.data
@@ -7,7 +10,9 @@ import torch.utils.data
 import opt4store
 from o4s_testlib import UniformDataset, check_epoch, uniform_item
 
-KEYS = ("accesses", "hits_ram", "hits_disk", "source_loads", "drift", "bytes_ram", "bytes_disk")
+KEYS = ("accesses", "hits_ram", "hits_disk", "source_loads", "drift", "ram_bytes_used",
+        "disk_live_bytes")
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
 N = 120
 BATCH = 12
 
@@ -17,8 +22,30 @@ pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:User
 def test_stats_before_the_store_opens(store_path):
     store = opt4store.Store(store_path, ram_items=10, disk=0)
     st = store.stats()
-    for key in KEYS:
-        assert st[key] == 0, key
+    assert list(st) == [name for _, name, _ in opt4store._core.stat_fields()]
+    for key, value in st.items():
+        assert value == 0, key
+
+
+def test_stats_are_the_one_table_and_the_readme_lists_it(store_path):
+    """stats() has exactly the fields of store_stats.h, in its order, and the
+    README's "Stats" section lists the same names, groups and meanings."""
+    fields = opt4store._core.stat_fields()
+    data = [torch.zeros(4) for _ in range(10)]
+    store = opt4store.Store(store_path, ram_items=10, disk="8MiB")
+    try:
+        ds = opt4store.CachedDataset(data, store)
+        assert torch.equal(ds[3], data[3])
+        st = store.stats()
+        assert list(st) == [name for _, name, _ in fields]
+        assert st["accesses"] == 1 and st["source_loads"] == 1, st
+    finally:
+        store.close()
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("\n## Stats\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_0-9]+)` \| ([a-z]+) \| (.+) \|$", section, re.M)
+    assert rows == [(name, group, help_text) for group, name, help_text in fields]
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
@@ -48,10 +75,10 @@ def test_stats_add_up(tmp_path, counter, num_workers):
         assert st["source_loads"] == distinct, st  # the disk tier keeps every item
         assert st["drift"] == 0, st
         # Bytes: each item is 1 KiB of payload plus a small header.
-        assert 0 < st["items_ram"] <= N, st
-        assert numel * 4 * st["items_ram"] <= st["bytes_ram"] <= (numel * 4 + 512) * st["items_ram"], st
-        assert st["items_disk"] == distinct, st
-        assert st["bytes_disk"] >= numel * 4 * distinct * 0.5, st  # compression may shrink it a bit
+        assert 0 < st["ram_items"] <= N, st
+        assert numel * 4 * st["ram_items"] <= st["ram_bytes_used"] <= (numel * 4 + 512) * st["ram_items"], st
+        assert st["disk_items"] == distinct, st
+        assert st["disk_live_bytes"] >= numel * 4 * distinct * 0.5, st  # compression may shrink it a bit
     finally:
         del loader
         store.close()

@@ -72,6 +72,7 @@
 #include "opt4store/policy.h"
 #include "opt4store/read_sink.h"
 #include "opt4store/status.h"
+#include "opt4store/store_stats.h"
 
 namespace opt4store {
 
@@ -168,64 +169,6 @@ enum class GetSource : uint8_t {
   kRam,   // the RAM tier (also when the prefetcher brought it from disk)
   kDisk,  // read from the disk tier on demand
   kMiss,  // nowhere: load from the source and Put
-};
-
-struct StoreStats {
-  // Reader counters, totals over every process that used this store.
-  uint64_t accesses = 0;      // Gets
-  uint64_t hits_ram = 0;      // served from the RAM tier
-  uint64_t hits_disk = 0;     // served by an on-demand disk read
-  uint64_t misses = 0;        // NotFound: the caller loaded from its source
-  uint64_t puts = 0;          // Puts
-  uint64_t puts_dropped = 0;  // worker Puts lost to a full queue
-  uint64_t drift = 0;         // positioned Gets whose id differs from the plan's
-  uint64_t waits = 0;         // Gets that waited for an item in flight
-  uint64_t wait_ns = 0;       // time those waits took
-  uint64_t fetch_requests = 0;  // worker requests for disk items
-  uint64_t fetch_timeouts = 0;
-  // Misses of items the policy holds whose value another reader was still
-  // loading: the reader waited for that Put instead of loading it again.
-  uint64_t expect_waits = 0;
-  uint64_t expect_timeouts = 0;  // ... and gave up after 2 s
-
-  // Owner counters.
-  uint64_t prefetched = 0;         // disk -> RAM reads ahead of the readers
-  uint64_t prefetch_bytes = 0;
-  uint64_t planned_positions = 0;  // positions the policy has stepped
-  uint64_t policy_hits = 0;        // OPT's (the policy's) hits on them
-  uint64_t ram_insert_failures = 0;  // no room in the arena (fragmentation)
-  uint64_t disk_put_errors = 0;      // writes the disk tier refused (full disk)
-  uint64_t abandoned_positions = 0;  // positions never consumed, skipped
-
-  // Cursor: the readers' frontier in the current plan.
-  uint64_t position = 0;
-  uint64_t epoch = 0;
-  uint64_t total_positions = 0;  // of the plan; 0 without a plan
-
-  // RAM tier.
-  uint64_t ram_items = 0;
-  uint64_t ram_bytes_used = 0;    // meta + payload of resident items
-  uint64_t ram_capacity = 0;      // the policy's capacity (bytes or items)
-  bool ram_capacity_in_items = false;
-  uint64_t ram_arena_bytes = 0;   // capacity + staging, as mapped
-  // Fixed RAM per dataset id: shared table + owner state. The policy, the
-  // plan's look-ahead window and the disk index cost more (bench/STORE.md).
-  uint64_t ram_bytes_per_item = 0;
-
-  // Disk tier (zero when disabled).
-  uint64_t disk_items = 0;
-  uint64_t disk_live_bytes = 0;
-  uint64_t disk_file_bytes = 0;
-  uint64_t disk_budget = 0;
-  uint64_t disk_segments = 0;
-  double disk_write_amplification = 0;
-  double disk_space_amplification = 0;  // file bytes / live bytes
-  uint64_t disk_corrupt_records = 0;
-  uint64_t disk_evictions = 0;
-  uint64_t disk_compactions = 0;
-  double disk_index_bytes_per_item = 0;
-  bool io_uring = false;
-  bool direct_io = false;
 };
 
 // A description of the store for `opt4store inspect`.
