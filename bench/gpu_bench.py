@@ -1,12 +1,30 @@
 #!/usr/bin/env python3
-"""GPU end-to-end training through opt4store (issue 5, part 5).
+"""GPU end-to-end training through opt4store (issue 5, part 5; issue 17).
 
 The reference table's settings: timm models (resnet50, mobilenetv3_small_100,
 vit_base_patch16_224), batch 16, 5 shuffled epochs, automatic mixed precision
-(float16 autocast + GradScaler), cache ratio 0.3, num_workers 0 and 8. The
-dataset is bench/demo.py's decode-bound JPEG set (512x512 files, decoded and
-resized to 3x256x256 uint8 on every access; 256 px instead of 224 so that
-the cached bytes are the decoded ones the demo caches). Configurations:
+(float16 autocast + GradScaler), cache ratio 0.3, num_workers 0 and 8.
+
+Two settings (datasets), each a block of the results JSON:
+
+  standard  bench/demo.py's decode-bound JPEG set: 512x512 files, decoded and
+            resized to 3x256x256 uint8 on every access (256 px instead of 224
+            so that the cached bytes are the decoded ones the demo caches).
+            Top-level "settings", "results", "floor", "ratios".
+  heavy     1024x1024 JPEGs, and more work per sample before the cache:
+            decode, resize to 512, GaussianBlur(2), UnsharpMask, DETAIL,
+            resize to 256 (PIL). The cached value is the same 3x256x256
+            uint8, so the cache moves the same bytes; only the source is
+            slower: tens of ms per sample, several times what 8 workers need
+            to keep up with an H100 on resnet50. resnet50 and 8 workers by
+            default. The block "heavy" (same keys).
+
+Each setting's "settings" records decode_ms_per_sample: the median time of
+dataset[i] over its first 32 items, measured in the main process (one core)
+before the runs, so that the report can set the source's cost against the
+GPU's step.
+
+Configurations:
 
   no_cache           the plain Dataset
   lru_ram            policy="lru", RAM only, 30% of the decoded bytes
@@ -14,8 +32,10 @@ the cached bytes are the decoded ones the demo caches). Configurations:
 
 each run twice: "copy" moves every batch with a blocking .to(device) from
 pageable memory (what a training loop without pin_memory does), and
-"to_device" wraps the loader in opt4store.to_device (batch k+1 pinned and
-copied on a side stream while the model computes on batch k).
+"to_device" wraps the loader in opt4store.to_device (a background thread
+pulls batches ahead, through reused pinned buffers, copied on a side
+stream while the model computes). "ratios" has each configuration's total
+against no_cache with the same transfer, and to_device against copy.
 
 One training step: x.float()/255, normalised, forward under autocast, cross
 entropy against synthetic labels (index % classes), backward through the
@@ -23,6 +43,14 @@ GradScaler, SGD with momentum. An epoch's time ends with a
 torch.cuda.synchronize(), so it includes all the GPU work it queued. Before
 the timed runs each model does warm-up steps (cuDNN autotuning and the
 allocator's first growth are not charged to the first configuration).
+
+The GPU floor ("floor", per model): the same training step on one fixed
+batch already on the device (labels too), once for each batch of an epoch
+(the last one partial when the batch size does not divide the images), so
+an epoch-equivalent with no loading and no transfer; the fastest of 3
+repeats, after the warm-up. Every cached epoch (epochs 2..E of lru_ram and
+opt_disk_prefetch) is recorded in its run as "epoch_vs_floor": epoch time /
+the floor measured in the same process.
 
 Every configuration compares the items it returns at 64 fixed indices with
 a decode made before the runs, on the device and without synchronising
@@ -36,28 +64,39 @@ numbers are not GPU results and the report says so. --model tiny (a small
 conv net) stands in for timm where timm is not installed.
 
 Usage: PYTHONPATH=<build>/python python3 bench/gpu_bench.py
-       [--quick] [--models a,b] [--workers 0,8] [--images N] [--epochs E]
-       [--device cuda|cpu] [--dir DIR] [--json FILE]
---quick: 96 images, 2 epochs, the first model only, workers 0 only.
+       [--quick] [--settings standard,heavy | --heavy] [--models a,b]
+       [--workers 0,8] [--images N] [--epochs E] [--device cuda|cpu]
+       [--dir DIR] [--json FILE]
+--quick: 96 images, 2 epochs, resnet50 only, workers 0 only, the standard
+setting only (add --heavy for the heavy one instead). --models and
+--workers apply to every setting run; without them the standard setting
+runs the three models with 0 and 8 workers, the heavy one resnet50 with 8.
+A full run takes longer than the GPU machine's 10 minutes a command: run
+it in parts (e.g. --settings standard --models resnet50, ..., then --heavy)
+and join them with --merge.
 """
 
 import argparse
 import contextlib
 import datetime
 import json
+import multiprocessing
 import os
 import platform
 import shutil
+import statistics
 import sys
 import time
 
+import numpy as np
 import torch
 import torch.utils.data
+from PIL import Image, ImageFilter
 
 import opt4store
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from demo import OUT, WithIndex  # noqa: E402
+from demo import OUT, JpegDataset, WithIndex  # noqa: E402
 from e2e_bench import image_set, reference_for  # noqa: E402
 
 BATCH = 16
@@ -68,8 +107,18 @@ WARMUP_STEPS = 10
 MODELS = ("resnet50", "mobilenetv3_small_100", "vit_base_patch16_224")
 CONFIGS = ("no_cache", "lru_ram", "opt_disk_prefetch")
 TRANSFERS = ("copy", "to_device")
+SETTINGS = ("standard", "heavy")
 # The reference's seconds for 5 epochs of resnet50 (its table; its dataset).
 REFERENCE_RESNET50 = {"no_cache": 84.2, "lru": 69.5, "opt": 42.7}
+# The reference's published whole-run ratio, its OPT against no cache, per model.
+PUBLISHED_OPT_VS_NO_CACHE = {"resnet50": 0.51, "mobilenetv3_small_100": 0.46,
+                             "vit_base_patch16_224": 0.53}
+FLOOR_REPEATS = 3
+DECODE_TIMED = 32   # items whose dataset[i] time gives decode_ms_per_sample
+HEAVY_SIDE = 1024
+HEAVY_WORK = ("decode a 1024x1024 JPEG, resize to 512x512 (bilinear), GaussianBlur(2), "
+              "UnsharpMask(2, 150, 3), DETAIL, resize to 256x256 (bilinear)")
+STANDARD_WORK = "decode a 512x512 JPEG, resize to 256x256 (bilinear)"
 STAT_KEYS = ("accesses", "hits_ram", "hits_disk", "source_loads", "prefetched", "drift")
 
 
@@ -129,6 +178,75 @@ class Trainer:
             torch.cuda.synchronize(self.device)
 
 
+class HeavyJpegDataset(JpegDataset):
+    """The heavy setting's source: a larger JPEG and a chain of PIL work on
+    every access, ending in the standard setting's 3x256x256 uint8."""
+
+    def __getitem__(self, i):
+        with Image.open(self.files[i]) as im:
+            im = im.convert("RGB").resize((2 * OUT, 2 * OUT), Image.BILINEAR)
+        im = im.filter(ImageFilter.GaussianBlur(2))
+        im = im.filter(ImageFilter.UnsharpMask(2, 150, 3)).filter(ImageFilter.DETAIL)
+        im = im.resize((OUT, OUT), Image.BILINEAR)
+        return torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1).contiguous()
+
+
+def write_heavy_image(job):
+    """One HEAVY_SIDE JPEG: diagonal bands and seeded noise (so that the
+    decoder has entropy to work through), the same bytes for the same index."""
+    folder, i = job
+    rng = np.random.default_rng(SEED * 100003 + i)
+    yy, xx = np.mgrid[0:HEAVY_SIDE, 0:HEAVY_SIDE]
+    bands = np.stack([(xx + yy * (i % 3 + 1)) // 3, (xx * (i % 4 + 1) - yy) // 5,
+                      (xx * yy) // 4096 + 16 * i], -1)
+    pixels = (bands + rng.integers(0, 80, (HEAVY_SIDE, HEAVY_SIDE, 3))) % 256
+    Image.fromarray(pixels.astype(np.uint8)).save(os.path.join(folder, f"{i:05d}.jpg"),
+                                                  quality=92)
+
+
+def heavy_image_set(work_dir, n):
+    """The n heavy JPEGs under work_dir/heavy-SIDE-n, written once (by a
+    process per core) and reused."""
+    folder = os.path.join(work_dir, f"heavy-{HEAVY_SIDE}-{n}")
+    os.makedirs(folder, exist_ok=True)
+    if len(os.listdir(folder)) != n:
+        shutil.rmtree(folder)
+        os.makedirs(folder)
+        print(f"writing {n} JPEGs of {HEAVY_SIDE}x{HEAVY_SIDE} to {folder} ...", flush=True)
+        with multiprocessing.Pool(os.cpu_count()) as pool:
+            pool.map(write_heavy_image, [(folder, i) for i in range(n)], chunksize=4)
+    return HeavyJpegDataset(folder)
+
+
+def decode_ms(ds):
+    """Median milliseconds of ds[i] over its first DECODE_TIMED items, in
+    this process: the source's cost per sample on one core."""
+    times = []
+    for i in range(min(DECODE_TIMED, len(ds))):
+        t0 = time.perf_counter()
+        ds[i]
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def gpu_floor(trainer, batch, n):
+    """The step's own cost: one epoch-equivalent (a step per batch of an
+    epoch of n items, the last one partial as in the epoch) on one fixed
+    batch already on the device. The fastest of FLOOR_REPEATS, in seconds."""
+    x, idx = (t.to(trainer.device) for t in batch)
+    sizes = [BATCH] * (n // BATCH) + ([n % BATCH] if n % BATCH else [])
+    times = []
+    for _ in range(FLOOR_REPEATS):
+        trainer.sync()
+        t0 = time.perf_counter()
+        for size in sizes:
+            trainer(x[:size], idx[:size])
+        trainer.sync()
+        times.append(time.perf_counter() - t0)
+    return {"epoch_s": min(times), "repeats_s": times, "steps": len(sizes),
+            "step_ms": min(times) / len(sizes) * 1e3}
+
+
 def store_options(name, decoded):
     ram = int(decoded * RAM_RATIO)
     return {
@@ -173,8 +291,10 @@ class IndexedBatches:
         return len(self.loader)
 
     def __iter__(self):
-        for x, idx in self.loader:
-            yield x, idx, idx.tolist()
+        # The loader's iterator (and its workers) start here, in the caller's
+        # thread, even when to_device advances it from its own thread.
+        batches = iter(self.loader)
+        return ((x, idx, idx.tolist()) for x, idx in batches)
 
 
 def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
@@ -260,10 +380,40 @@ def ratios(results):
     return out
 
 
+FIXED_SETTINGS = ("images", "epochs", "batch", "ram_ratio", "amp", "jpeg_side")
+
+
+def merge_setting(blocks, name):
+    """One setting's block from the parts that ran it (or, when none did,
+    the first part's empty block)."""
+    ran = [b for b in blocks if b.get("results")] or blocks[:1]
+    first = ran[0]
+    for b in ran[1:]:
+        if any(b["settings"].get(k) != first["settings"].get(k) for k in FIXED_SETTINGS):
+            raise SystemExit(f"gpu_bench: the {name} runs differ in " + ", ".join(FIXED_SETTINGS))
+    out = {"settings": dict(first["settings"]), "results": {}, "floor": {}}
+    for b in ran:
+        for model, by_workers in b["results"].items():
+            out["results"].setdefault(model, {}).update(by_workers)
+            if model in b.get("floor", {}):
+                out["floor"][model] = b["floor"][model]
+    decode = [b["settings"].get("decode_ms_per_sample") for b in ran]
+    decode = [d for d in decode if d is not None]
+    out["settings"]["decode_ms_per_sample"] = statistics.median(decode) if decode else None
+    if len(decode) > 1:
+        out["settings"]["decode_ms_per_sample_by_run"] = decode
+    out["settings"]["models"] = list(out["results"])
+    out["settings"]["workers"] = sorted({int(w) for r in out["results"].values() for w in r})
+    out["ratios"] = ratios(out["results"])
+    return out
+
+
 def merge(paths, out_path):
     """One results file from runs split across commands (the GPU machine
-    allows 10 minutes a command). They must share the machine kind and the
-    settings other than models and workers."""
+    allows 10 minutes a command). They must share the machine kind and, per
+    setting, the settings other than models and workers. A model's floor is
+    the one measured by the run that holds its results (the last such run
+    when several do; each run's epoch_vs_floor stays as measured)."""
     parts = []
     for p in paths:
         with open(p) as f:
@@ -271,19 +421,13 @@ def merge(paths, out_path):
     if any(p.get("skipped") for p in parts):
         raise SystemExit("gpu_bench: cannot merge a skipped run")
     first = parts[0]
-    fixed = ("images", "epochs", "batch", "ram_ratio", "amp")
     for p in parts[1:]:
-        if any(p["settings"].get(k) != first["settings"].get(k) for k in fixed):
-            raise SystemExit("gpu_bench: runs differ in " + ", ".join(fixed))
         if p["machine"].get("gpu") != first["machine"].get("gpu"):
             raise SystemExit("gpu_bench: runs come from different GPUs")
-    out = {"machine": first["machine"], "settings": dict(first["settings"]), "results": {}}
-    for p in parts:
-        for model, by_workers in p["results"].items():
-            out["results"].setdefault(model, {}).update(by_workers)
-    out["settings"]["models"] = list(out["results"])
-    out["settings"]["workers"] = sorted({int(w) for r in out["results"].values() for w in r})
-    out["ratios"] = ratios(out["results"])
+    out = {"machine": first["machine"], **merge_setting(parts, "standard")}
+    heavy = [p["heavy"] for p in parts if p.get("heavy")]
+    if heavy:
+        out["heavy"] = merge_setting(heavy, "heavy")
     out["wrong"] = sum(p["wrong"] for p in parts)
     out["took_s"] = sum(p["took_s"] for p in parts)
     out["merged_from"] = [os.path.basename(p) for p in paths]
@@ -296,8 +440,12 @@ def merge(paths, out_path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--settings", default=None,
+                        help="comma-separated, of standard,heavy (default both; --quick: standard)")
+    parser.add_argument("--heavy", action="store_true", help="the heavy setting only")
     parser.add_argument("--models", default=None, help="comma-separated timm names, or tiny")
-    parser.add_argument("--workers", default=None, help="comma-separated, default 0,8")
+    parser.add_argument("--workers", default=None,
+                        help="comma-separated (default: standard 0,8, heavy 8)")
     parser.add_argument("--images", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--device", default="cuda")
@@ -324,7 +472,7 @@ def main():
                 earlier = json.load(f)
         except (OSError, ValueError):
             earlier = {}
-        if earlier.get("results"):
+        if earlier.get("results") or earlier.get("heavy"):
             # Results from a GPU machine stay; the report shows their date.
             print(f"gpu_bench: kept the results of {earlier['machine'].get('date')} "
                   f"({earlier['machine'].get('gpu')}) in {json_path}")
@@ -333,46 +481,93 @@ def main():
             json.dump({"skipped": reason, "machine": machine("cpu")}, f, indent=1)
         return 0
 
-    models = (args.models.split(",") if args.models else
-              [MODELS[0]] if args.quick else list(MODELS))
-    workers_list = ([int(w) for w in args.workers.split(",")] if args.workers else
-                    [0] if args.quick else [0, 8])
+    names = (["heavy"] if args.heavy else args.settings.split(",") if args.settings else
+             ["standard"] if args.quick else list(SETTINGS))
+    if not names or any(name not in SETTINGS for name in names):
+        parser.error(f"--settings: each of {', '.join(SETTINGS)}")
     n = args.images or (96 if args.quick else 1000)
     epochs = args.epochs or (2 if args.quick else 5)
-    ds = image_set(args.dir, n)
-    reference = reference_for(ds, n)
     store_dir = os.path.join(args.dir, "store")
+    setups = {}
+    for name in names:
+        ds = image_set(args.dir, n) if name == "standard" else heavy_image_set(args.dir, n)
+        models = MODELS if name == "standard" else MODELS[:1]
+        setups[name] = {
+            "ds": ds, "reference": reference_for(ds, n),
+            "models": (args.models.split(",") if args.models else
+                       list(models[:1] if args.quick else models)),
+            "workers": ([int(w) for w in args.workers.split(",")] if args.workers else
+                        [0] if args.quick else [0, 8] if name == "standard" else [8]),
+            "decode_ms": decode_ms(ds)}
+        print(f"{name}: dataset[i] takes {setups[name]['decode_ms']:.1f} ms a sample "
+              f"(median of {DECODE_TIMED}, one core)", flush=True)
 
-    settings = {"mode": "quick" if args.quick else "full", "images": n, "jpeg_side": 512,
+    def setting(name):
+        s = setups.get(name, {})
+        return {"name": name, "mode": "quick" if args.quick else "full", "images": n,
+                "jpeg_side": 512 if name == "standard" else HEAVY_SIDE,
+                "work": STANDARD_WORK if name == "standard" else HEAVY_WORK,
+                "decode_ms_per_sample": s.get("decode_ms"), "decode_timed_items": DECODE_TIMED,
                 "sample_shape": [3, OUT, OUT], "decoded_bytes": n * 3 * OUT * OUT,
                 "ram_ratio": RAM_RATIO, "epochs": epochs, "batch": BATCH,
-                "workers": workers_list, "models": models, "amp": device.type == "cuda",
-                "warmup_steps": WARMUP_STEPS, "checked_indices": len(reference),
-                "reference_resnet50_seconds": REFERENCE_RESNET50}
+                "workers": s.get("workers", []), "models": s.get("models", []),
+                "amp": device.type == "cuda", "warmup_steps": WARMUP_STEPS,
+                "floor_repeats": FLOOR_REPEATS,
+                "checked_indices": len(s["reference"]) if s else 0,
+                "reference_resnet50_seconds": REFERENCE_RESNET50,
+                "published_opt_vs_no_cache": PUBLISHED_OPT_VS_NO_CACHE}
+
     started = time.perf_counter()
-    results, wrong = {}, 0
-    for model in models:
+    results = {name: {} for name in names}
+    floors = {name: {} for name in names}
+    wrong = 0
+    for model in dict.fromkeys(m for name in names for m in setups[name]["models"]):
         trainer = Trainer(model, device)
-        trainer.warm_up((torch.stack([ds[i] for i in range(BATCH)]), torch.arange(BATCH)))
-        results[model] = {}
-        for workers in workers_list:
-            runs = {}
-            for config in CONFIGS:
-                for transfer in TRANSFERS:
-                    r = run(config, transfer, ds, trainer, reference, workers, epochs, store_dir)
-                    runs[f"{config}/{transfer}"] = r
-                    wrong += r["wrong"]
-                    print(f"{model:24s} workers={workers} {config:18s} {transfer:9s} "
-                          f"total {r['total']:8.3f} s  epochs "
-                          + " ".join(f"{t:.3f}" for t in r["epoch_times"])
-                          + f"  checked {r['checked']} wrong {r['wrong']}", flush=True)
-            results[model][str(workers)] = runs
+        ds = next(setups[name]["ds"] for name in names if model in setups[name]["models"])
+        batch = (torch.stack([ds[i] for i in range(BATCH)]), torch.arange(BATCH))
+        trainer.warm_up(batch)
+        floor = gpu_floor(trainer, batch, n)
+        print(f"{model:24s} GPU floor {floor['epoch_s']:.3f} s an epoch-equivalent "
+              f"({floor['steps']} steps of {floor['step_ms']:.2f} ms)", flush=True)
+        for name in names:
+            setup = setups[name]
+            if model not in setup["models"]:
+                continue
+            floors[name][model] = floor
+            results[name][model] = {}
+            for workers in setup["workers"]:
+                runs = {}
+                for config in CONFIGS:
+                    for transfer in TRANSFERS:
+                        r = run(config, transfer, setup["ds"], trainer, setup["reference"],
+                                workers, epochs, store_dir)
+                        if config != "no_cache":
+                            r["epoch_vs_floor"] = [t / floor["epoch_s"]
+                                                   for t in r["epoch_times"][1:]]
+                        runs[f"{config}/{transfer}"] = r
+                        wrong += r["wrong"]
+                        print(f"{name:8s} {model:24s} workers={workers} {config:18s} "
+                              f"{transfer:9s} total {r['total']:8.3f} s  epochs "
+                              + " ".join(f"{t:.3f}" for t in r["epoch_times"])
+                              + ("  vs floor " + " ".join(f"{v:.2f}" for v in r["epoch_vs_floor"])
+                                 if "epoch_vs_floor" in r else "")
+                              + f"  checked {r['checked']} wrong {r['wrong']}", flush=True)
+                results[name][model][str(workers)] = runs
         del trainer
-    out = {"machine": machine(device), "settings": settings, "results": results,
-           "ratios": ratios(results), "wrong": wrong, "took_s": time.perf_counter() - started}
-    for key, r in out["ratios"].items():
-        for name, value in r.items():
-            print(f"{key:32s} {name:40s} {value:.3f}")
+
+    def block(name):
+        return {"settings": setting(name), "results": results.get(name, {}),
+                "floor": floors.get(name, {}), "ratios": ratios(results.get(name, {}))}
+
+    out = {"machine": machine(device), **block("standard")}
+    if "heavy" in names:
+        out["heavy"] = block("heavy")
+    out["wrong"] = wrong
+    out["took_s"] = time.perf_counter() - started
+    for name in names:
+        for key, r in block(name)["ratios"].items():
+            for ratio, value in r.items():
+                print(f"{name:8s} {key:32s} {ratio:40s} {value:.3f}")
     with open(json_path, "w") as f:
         json.dump(out, f, indent=1)
     print(f"wrote {json_path}; {wrong} wrong samples; {out['took_s']:.0f} s")

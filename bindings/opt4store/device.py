@@ -1,9 +1,49 @@
-"""to_device: batches into pinned memory, copied to the GPU on a side stream."""
+"""to_device: batches copied to the GPU ahead of the step that uses them.
+
+On CUDA, a DeviceLoader runs the loader in a background thread up to
+``depth`` batches ahead of the caller. For each batch that thread copies
+every CPU tensor into a pinned host buffer, one of ``depth + 1`` slots reused
+round-robin, and issues the host-to-device copies with non_blocking on a side
+stream. So the loader's own work (all of it with num_workers=0), the copy into
+pinned memory and the transfer overlap the caller's compute on earlier
+batches. Tensors that are already pinned (DataLoader pin_memory=True) are
+copied from where they are.
+
+Ordering: a slot is refilled only after the copy out of it has completed (the
+thread waits on the CUDA event recorded after that copy). The caller's current
+stream waits on a batch's event before the batch is yielded, and each device
+tensor is tied to that stream (record_stream), so its memory is not reused
+while the caller's kernels read it.
+
+Memory: pinned host memory of (depth + 1) x the largest batch, allocated on
+the first batch and kept across epochs (a leaf's buffer is reallocated when a
+tensor needs more bytes or another dtype; a smaller one, such as a last
+partial batch, uses a prefix of it); device memory for up to depth + 3
+batches (queued, being copied, and the caller's last two).
+
+Threads: iterate a DeviceLoader from one thread at a time, as a DataLoader
+(two iterations alive at once each get their own slots). The loader's
+iterator is created in the caller's thread and advanced in the background
+thread, which a DataLoader allows. An exception raised by the loader is
+raised in the caller in place of the batch that failed. Leaving the loop
+early (break, an exception) stops the background thread and waits for it,
+which takes at most the time to load the batch it is on.
+
+On the CPU, to_device returns the loader itself. Batches keep their
+containers (tuple, list, dict, namedtuple); other values pass as they are.
+"""
+
+import atexit
+import itertools
+import queue
+import threading
 
 import torch
 
 
 def _apply(batch, fn):
+    """batch with fn applied to each tensor in it, in a fixed order, and each
+    container rebuilt with its own type."""
     if isinstance(batch, torch.Tensor):
         return fn(batch)
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
@@ -11,67 +51,158 @@ def _apply(batch, fn):
     if isinstance(batch, (tuple, list)):
         return type(batch)(_apply(b, fn) for b in batch)
     if isinstance(batch, dict):
-        return {k: _apply(v, fn) for k, v in batch.items()}
+        items = {k: _apply(v, fn) for k, v in batch.items()}
+        try:
+            return type(batch)(items)
+        except TypeError:  # a dict subclass that a dict cannot build (defaultdict)
+            return items
     return batch
 
 
-class DeviceLoader:
-    """Iterates a loader and yields each batch on ``device``. On CUDA, batch
-    k+1 is pinned and copied on a side stream while the caller computes on
-    batch k; the caller's stream waits for the copy before it uses a batch,
-    and each tensor is tied to that stream (record_stream) so that its memory
-    is not reused early. On the CPU it yields the loader's batches as they are.
-    """
+class _Failed:
+    def __init__(self, error):
+        self.error = error
 
-    def __init__(self, loader, device, non_blocking=True):
+
+_END = object()
+_running = {}  # thread -> its stop event, for every background thread alive
+
+
+@atexit.register
+def _stop_running():
+    """Stops the threads of iterations never closed (a loop left early whose
+    generator is still referenced) before the interpreter finalizes: a daemon
+    thread caught inside torch's C++ code then aborts the process."""
+    for thread, stop in list(_running.items()):
+        stop.set()
+        thread.join(timeout=10)
+
+
+def _ahead(iterator, stage, depth):
+    """Yields stage(batch) for each batch of iterator, computed in a
+    background thread up to depth batches ahead. What the iterator or stage
+    raises is raised here; closing this generator stops the thread."""
+    ready = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def fill():
+        try:
+            for batch in iterator:
+                if stop.is_set() or not put(stage(batch)):
+                    return
+            put(_END)
+        except BaseException as e:  # noqa: B902  handed to the caller, not swallowed
+            put(_Failed(e))
+        finally:
+            _running.pop(threading.current_thread(), None)
+
+    thread = threading.Thread(target=fill, name="opt4store-to-device", daemon=True)
+    _running[thread] = stop
+    thread.start()
+    try:
+        while True:
+            item = ready.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+class _PinnedRing:
+    """The side stream and the pinned slots. Used by one filling thread at a time."""
+
+    def __init__(self, device, slots, non_blocking):
+        self.device = device
+        self.non_blocking = non_blocking
+        self.stream = torch.cuda.Stream(device=device)
+        self.buffers = [[] for _ in range(slots)]  # per slot: a flat pinned buffer per leaf
+        self.events = [None] * slots  # per slot: recorded after its last copies
+        self.next = 0
+
+    def stage(self, batch):
+        """Starts the copy of batch to the device: (device batch, its event)."""
+        s = self.next
+        self.next = (s + 1) % len(self.events)
+        if self.events[s] is not None:
+            self.events[s].synchronize()  # the slot's last copy has completed
+        leaves = itertools.count()
+        with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
+            moved = _apply(batch, lambda t: self._copy(self.buffers[s], next(leaves), t))
+            event = torch.cuda.Event()
+            event.record(self.stream)
+        self.events[s] = event
+        return moved, event
+
+    def _copy(self, buffers, i, t):
+        if t.device.type == "cpu" and not t.is_pinned():
+            buffers.extend([None] * (i + 1 - len(buffers)))
+            buf = buffers[i]
+            if buf is None or buf.dtype != t.dtype or buf.numel() < t.numel():
+                buf = buffers[i] = torch.empty(t.numel(), dtype=t.dtype, pin_memory=True)
+            t = buf[:t.numel()].view(t.shape).copy_(t)
+        return t.to(self.device, non_blocking=self.non_blocking)
+
+
+class DeviceLoader:
+    """Iterates a loader and yields each batch on ``device``; on CUDA the
+    copies run ahead of the caller as the module's docstring says. len() is
+    the loader's."""
+
+    def __init__(self, loader, device, non_blocking=True, depth=2):
+        if depth < 1:
+            raise ValueError("DeviceLoader: depth must be at least 1, got %r" % (depth,))
         self.loader = loader
         self.device = torch.device(device)
         self.non_blocking = non_blocking
+        self.depth = depth
+        self._ring = None  # kept between iterations; the running one holds it
 
     def __len__(self):
         return len(self.loader)
 
     def __iter__(self):
-        if self.device.type != "cuda":
+        if self.device.type == "cpu":
             yield from self.loader
             return
-        stream = torch.cuda.Stream(device=self.device)
-        pin = not getattr(self.loader, "pin_memory", False)
-
-        def start(batch):
-            with torch.cuda.stream(stream):
-                def move(t):
-                    if pin and not t.is_pinned():
-                        t = t.pin_memory()
-                    return t.to(self.device, non_blocking=self.non_blocking)
-                moved = _apply(batch, move)
-                event = torch.cuda.Event()
-                event.record(stream)
-            return moved, event
-
-        iterator = iter(self.loader)
-        try:
-            pending = start(next(iterator))
-        except StopIteration:
+        if self.device.type != "cuda":
+            for batch in self.loader:
+                yield _apply(batch, lambda t: t.to(self.device))
             return
-        for batch in iterator:
-            upcoming = start(batch)
-            yield self._ready(*pending)
-            pending = upcoming
-        yield self._ready(*pending)
+        device = (self.device if self.device.index is not None else
+                  torch.device("cuda", torch.cuda.current_device()))
+        ring, self._ring = self._ring, None
+        if ring is None or ring.device != device:
+            ring = _PinnedRing(device, self.depth + 1, self.non_blocking)
+        batches = _ahead(iter(self.loader), ring.stage, self.depth)
+        try:
+            for moved, event in batches:
+                current = torch.cuda.current_stream(device)
+                current.wait_event(event)
+                _apply(moved, lambda t: t.record_stream(current))
+                yield moved
+        finally:
+            batches.close()  # joins the thread: the ring is free again
+            self._ring = ring
 
-    def _ready(self, moved, event):
-        current = torch.cuda.current_stream(self.device)
-        current.wait_event(event)
-        _apply(moved, lambda t: t.record_stream(current) or t)
-        return moved
 
-
-def to_device(loader, device, non_blocking=True):
-    """Wraps a DataLoader so that its batches arrive on ``device``,
-    copied asynchronously from pinned memory on a side CUDA stream. On the
-    CPU it is the identity (the loader itself is returned)."""
+def to_device(loader, device, non_blocking=True, depth=2):
+    """Wraps a loader so that its batches arrive on ``device``, copied ahead
+    of the caller through pinned memory on a side CUDA stream (DeviceLoader).
+    On the CPU it is the identity: the loader itself is returned."""
     device = torch.device(device)
     if device.type == "cpu":
         return loader
-    return DeviceLoader(loader, device, non_blocking)
+    return DeviceLoader(loader, device, non_blocking, depth)
