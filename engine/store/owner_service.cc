@@ -1,0 +1,293 @@
+// The owner's service (store_impl.h): the planner thread and what it does
+// for the readers. Each turn it serves the queue (protocol.h: puts into RAM
+// and through to disk, fetch requests), writes the values this process's
+// readers Put to the disk tier, advances the frontier, steps the Residency
+// ahead of it and prefetches what it asks for. It also carries out the
+// Residency's requests on the tiers (ResidencyTiers).
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "engine/store/protocol.h"
+#include "engine/store/store_impl.h"
+
+namespace opt4store {
+
+// ---------------------------------------------------------------- planning
+
+void Store::Impl::AdvanceFrontierLocked() {
+  if (!residency_ || !residency_->has_plan()) return;
+  ControlBlock::Header* h = ctl_->header();
+  residency_->AdvanceFrontier(h->high_water.load(std::memory_order_acquire));
+  h->frontier.store(residency_->frontier(), std::memory_order_release);
+}
+
+void Store::Impl::PlanAheadLocked(uint64_t limit, uint64_t force_through) {
+  residency_->PlanAhead(limit, force_through,
+                        ctl_->header()->high_water.load(std::memory_order_acquire));
+}
+
+// The tiers as the Residency sees them.
+bool Store::Impl::InRam(ItemId id) const { return ram_->Contains(id); }
+bool Store::Impl::OnDisk(ItemId id) const { return ctl_->OnDisk(id); }
+bool Store::Impl::Consumed(uint64_t position, ItemId* id) const {
+  return ctl_->Consumed(position, id);
+}
+void Store::Impl::RamUsage(uint64_t* items, uint64_t* bytes) const {
+  const RamTierStats st = ram_->Stats();
+  *items = st.items_resident;
+  *bytes = st.bytes_stored;
+}
+void Store::Impl::Evict(ItemId id) { ram_->Evict(id).PermitUncheckedError(); }
+void Store::Impl::ExpectPut(ItemId id, uint64_t position) { ctl_->SetExpected(id, position); }
+void Store::Impl::SetNextUse(ItemId id, uint64_t position) {
+  if (disk_) disk_->SetNextUse(id, position);
+}
+void Store::Impl::Drifted(uint64_t position, ItemId planned, ItemId got) {
+  if (ctl_->ExpectedFrom(planned) == position && !ram_->Contains(planned)) {
+    // The read that was to load it read something else: no Put comes.
+    ctl_->ClearExpected(planned);
+    ram_->AnswerAbsent(planned).PermitUncheckedError();
+  }
+  Warn(kWarnDrift, "position " + std::to_string(position) + " read id " + std::to_string(got) +
+                       " where the plan has " + std::to_string(planned) +
+                       ": the sampler drifted from the plan; values stay correct, but "
+                       "eviction and prefetch follow the plan (counted as drift)");
+}
+
+// ---------------------------------------------------------------- RAM, puts, fetches
+
+Status Store::Impl::InsertRamLocked(ItemId id, std::string_view meta, std::string_view payload) {
+  if (ram_->Contains(id)) return Status::OK();
+  RamTier::PendingInsert pending;
+  Status s = ram_->BeginInsert(id, meta.size(), payload.size(), &pending);
+  if (!s.ok()) {
+    if (s.IsNoSpace()) {
+      insert_failures_.fetch_add(1, std::memory_order_relaxed);
+      Warn(kWarnRamFull, "the RAM tier's arena had no room for an item (fragmentation or "
+                         "a staging budget too small); it is served by the other tiers");
+    }
+    return s;
+  }
+  if (!meta.empty()) std::memcpy(pending.meta, meta.data(), meta.size());
+  if (!payload.empty()) std::memcpy(pending.payload, payload.data(), payload.size());
+  OPT4STORE_RETURN_IF_ERROR(ram_->CommitInsert(pending));
+  ctl_->ClearExpected(id);
+  return Status::OK();
+}
+
+void Store::Impl::Prefetch(const std::vector<ItemId>& ids) {
+  {
+    // Readers that arrive before the read completes wait for it (position 0
+    // precedes every reader's) instead of reading the disk a second time.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ItemId id : ids) {
+      if (ctl_->ExpectedFrom(id) == kNoPosition) ctl_->SetExpected(id, 0);
+    }
+  }
+  disk_->MultiGet(ids.data(), ids.size(),
+                  [&](size_t i, const Status& status, std::string_view meta,
+                      std::string_view payload) {
+                    const ItemId id = ids[i];
+                    RamTier::PendingInsert pending;
+                    {
+                      std::lock_guard<std::mutex> lock(mu_);
+                      if (status.ok()) residency_->NoteSize(id, meta.size() + payload.size());
+                      if (!status.ok() && !status.IsIOError()) ctl_->SetOnDisk(id, false);
+                      Status begin = Status::NotFound("not wanted");
+                      if (status.ok() && residency_->Keep(id) && !ram_->Contains(id)) {
+                        begin = ram_->BeginInsert(id, meta.size(), payload.size(), &pending);
+                        if (begin.IsNoSpace()) insert_failures_.fetch_add(1);
+                      }
+                      if (!begin.ok()) {
+                        if (!ram_->Contains(id) && ctl_->ExpectedFrom(id) == 0) {
+                          ctl_->ClearExpected(id);
+                          ram_->AnswerAbsent(id).PermitUncheckedError();
+                        }
+                        return;
+                      }
+                    }
+                    // The copy runs without mu_: BeginInsert reserved the
+                    // space, and readers see the item as filling until Commit.
+                    if (!meta.empty()) std::memcpy(pending.meta, meta.data(), meta.size());
+                    if (!payload.empty()) {
+                      std::memcpy(pending.payload, payload.data(), payload.size());
+                    }
+                    std::lock_guard<std::mutex> lock(mu_);
+                    if (ram_->CommitInsert(pending).ok()) {
+                      ctl_->ClearExpected(id);
+                      prefetched_.fetch_add(1, std::memory_order_relaxed);
+                      prefetch_bytes_.fetch_add(meta.size() + payload.size(),
+                                                std::memory_order_relaxed);
+                    }
+                    residency_->MaybeEvict(id);  // its reads may have passed meanwhile
+                  });
+}
+
+void Store::Impl::HandleFetch(uint64_t position, ItemId id) {
+  if (id >= dataset_size_) return;
+  if (ram_->Contains(id)) return;
+  std::string meta, payload;
+  Status s = disk_ ? disk_->Get(id, &meta, &payload) : Status::NotFound("no disk tier");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s.ok()) {
+    if (s.IsCorruption() || s.IsNotFound()) ctl_->SetOnDisk(id, false);
+    if (!ram_->Contains(id)) ram_->AnswerAbsent(id).PermitUncheckedError();
+    return;
+  }
+  residency_->NoteSize(id, meta.size() + payload.size());
+  if (ram_->Contains(id)) return;
+  if (!InsertRamLocked(id, meta, payload).ok()) {
+    ram_->AnswerAbsent(id).PermitUncheckedError();
+    return;
+  }
+  // Held until the readers pass the position that asked for it.
+  residency_->HoldFetched(id, position);
+}
+
+void Store::Impl::SyncPlanning(uint64_t position) {
+  std::lock_guard<std::mutex> lock(mu_);
+  AdvanceFrontierLocked();
+  PlanAheadLocked(std::max(position + 1, residency_->frontier() + effective_.prefetch_depth));
+}
+
+bool Store::Impl::DrainQueue() {
+  bool any = false;
+  for (int n = 0; n < 64; ++n) {
+    QueueMessage m;
+    if (!queue_->Front(&m).ok()) break;
+    any = true;
+    if (m.tag == kMsgPut && m.size >= sizeof(PutHeader)) {
+      PutHeader h;
+      std::memcpy(&h, m.data, sizeof(h));
+      if (sizeof(PutHeader) + h.meta_size + h.payload_size == m.size) {
+        std::string_view meta(m.data + sizeof(PutHeader), h.meta_size);
+        std::string_view payload(m.data + sizeof(PutHeader) + h.meta_size, h.payload_size);
+        OwnerPut(h.position, h.id, meta, payload, true).PermitUncheckedError();
+      }
+    } else if (m.tag == kMsgFetch && m.size == sizeof(FetchMessage)) {
+      FetchMessage f;
+      std::memcpy(&f, m.data, sizeof(f));
+      queue_->Pop();
+      HandleFetch(f.position, f.id);
+      continue;
+    }
+    queue_->Pop();
+  }
+  return any;
+}
+
+Status Store::Impl::ReadPendingWrite(ItemId id, ReadSink* sink, bool* found) {
+  *found = false;
+  std::lock_guard<std::mutex> lock(write_mu_);
+  if (write_ids_.count(id) == 0) return Status::OK();
+  for (auto it = writes_.rbegin(); it != writes_.rend(); ++it) {
+    if (it->id == id) {
+      *found = true;
+      return CopyToSink(sink, it->meta, it->payload);
+    }
+  }
+  return Status::OK();
+}
+
+bool Store::Impl::DrainWrites() {
+  // One drainer at a time (the planner thread, Flush, Close); the value
+  // stays in writes_ while it is written, so that a Get meanwhile finds it.
+  std::lock_guard<std::mutex> drain(drain_mu_);
+  bool any = false;
+  for (int n = 0; n < 16; ++n) {
+    const PendingWrite* w = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      if (writes_.empty()) break;
+      w = &writes_.front();  // push_back leaves references to it valid
+    }
+    WriteThrough(w->id, w->meta, w->payload);
+    std::lock_guard<std::mutex> lock(write_mu_);
+    write_bytes_ -= w->meta.size() + w->payload.size();
+    write_ids_.erase(w->id);
+    writes_.pop_front();
+    any = true;
+  }
+  return any;
+}
+
+void Store::Impl::PlannerLoop() {
+  std::vector<ItemId> batch;
+  while (!stop_.load(std::memory_order_acquire)) {
+    bool busy = DrainQueue();
+    busy = DrainWrites() || busy;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      AdvanceFrontierLocked();
+      PlanAheadLocked(residency_->frontier() + effective_.prefetch_depth);
+      residency_->CollectPrefetch(&batch);
+      const int64_t now = NowNs();
+      if (now - last_publish_ns_ > 50'000'000) PublishGaugesLocked();
+    }
+    if (!batch.empty()) {
+      Prefetch(batch);
+      busy = true;
+    }
+    if (!busy) queue_->WaitForMessage(1).PermitUncheckedError();
+  }
+}
+
+void Store::Impl::StopPlanner() {
+  if (planner_ == nullptr) return;
+  stop_.store(true, std::memory_order_release);
+  planner_->join();
+  delete planner_;
+  planner_ = nullptr;
+}
+
+void Store::Impl::WriteThrough(ItemId id, std::string_view meta, std::string_view payload) {
+  if (!disk_ || ctl_->OnDisk(id)) return;
+  std::vector<ItemId> evicted;
+  Status s = disk_->Put(id, meta, payload, &evicted);
+  for (ItemId v : evicted) ctl_->SetOnDisk(v, false);
+  if (s.ok()) {
+    ctl_->SetOnDisk(id, true);
+    return;
+  }
+  disk_put_errors_.fetch_add(1, std::memory_order_relaxed);
+  Warn(kWarnDiskFull, "the disk tier refused a write (" + s.ToString() +
+                          "); the store keeps serving from RAM and the source");
+}
+
+Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta,
+                             std::string_view payload, bool on_planner) {
+  const uint64_t size = meta.size() + payload.size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    residency_->NoteSize(id, size);
+    if (PlanPosition(position) && position >= residency_->planned()) {
+      PlanAheadLocked(position + 1, position + 1);
+    }
+    if (residency_->Wanted(position, id, size)) {
+      InsertRamLocked(id, meta, payload).PermitUncheckedError();
+    }
+    if (ctl_->ExpectedFrom(id) != kNoPosition && !ram_->Contains(id)) {
+      // Readers waiting for this value will not get it from RAM: wake them.
+      ctl_->ClearExpected(id);
+      ram_->AnswerAbsent(id).PermitUncheckedError();
+    }
+  }
+  if (!disk_ || ctl_->OnDisk(id)) return Status::OK();
+  if (!on_planner) {
+    // The reader's thread only copies; the planner thread writes. Past the
+    // bound (the disk is slower than the source), the reader writes itself.
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (write_bytes_ + size <= kMaxPendingWriteBytes && planner_ != nullptr) {
+      if (write_ids_.insert(id).second) {
+        writes_.push_back({id, std::string(meta), std::string(payload)});
+        write_bytes_ += size;
+      }
+      return Status::OK();
+    }
+  }
+  WriteThrough(id, meta, payload);
+  return Status::OK();
+}
+
+}  // namespace opt4store

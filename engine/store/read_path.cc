@@ -1,0 +1,276 @@
+// The read path (store_impl.h, and store.h for the whole picture): Get,
+// GetBatch and Put in any process. A batch takes three passes: the RAM tier
+// for every read (waiting for an item being filled, or for the Put of the
+// reader loading it); then the disk tier for the rest, in one io_uring batch
+// in the owner, or as fetch requests sent all at once and then waited for in
+// a reader (protocol.h); then the counters and statuses. A reader's Put goes
+// to the owner on the queue; the owner's own goes to OwnerPut.
+#include <sys/uio.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/store/protocol.h"
+#include "engine/store/store_impl.h"
+#include "opt4store/value.h"
+
+namespace opt4store {
+
+Status CopyToSink(ReadSink* sink, std::string_view meta, std::string_view payload) {
+  void* meta_dst = nullptr;
+  void* payload_dst = nullptr;
+  OPT4STORE_RETURN_IF_ERROR(sink->Prepare(meta.size(), payload.size(), &meta_dst, &payload_dst));
+  if (!meta.empty()) std::memcpy(meta_dst, meta.data(), meta.size());
+  if (!payload.empty()) std::memcpy(payload_dst, payload.data(), payload.size());
+  return Status::OK();
+}
+
+Status Store::Impl::ReadRam(ItemId id, ReadSink* sink, bool* found) {
+  *found = false;
+  Status s = ram_->Read(id, sink);
+  if (s.ok()) {
+    *found = true;
+    return s;
+  }
+  if (s.IsNotFound() || s.IsBusy()) return Status::OK();
+  return s;  // the sink's error
+}
+
+Status Store::Impl::WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms, ReadSink* sink,
+                                bool* found) {
+  *found = false;
+  const int64_t t0 = NowNs();
+  Status w = ram_->Wait(id, version, timeout_ms);
+  SharedCounters& c = ctl_->counters();
+  c.waits.fetch_add(1, std::memory_order_relaxed);
+  c.wait_ns.fetch_add(NowNs() - t0, std::memory_order_relaxed);
+  if (!w.ok()) return Status::OK();
+  return ReadRam(id, sink, found);
+}
+
+void Store::Impl::Mark(uint64_t position, ItemId id) {
+  if (PlanPosition(position)) ctl_->MarkConsumed(position, id);
+}
+
+void Store::Impl::MarkConsumed(uint64_t position, ItemId id) {
+  if (ctl_) Mark(position, id);
+}
+
+Status Store::Impl::Get(uint64_t position, ItemId id, ReadSink* sink, GetSource* source) {
+  Status status;
+  GetBatch(&position, &id, 1, &sink, &status, source);
+  return status;
+}
+
+Status Store::Impl::LookupRam(ItemId id, ReadSink* sink, bool* found) {
+  OPT4STORE_RETURN_IF_ERROR(ReadRam(id, sink, found));
+  if (*found) return Status::OK();
+  ItemInfo info;
+  if (ram_->Peek(id, &info).ok()) return ReadRam(id, sink, found);  // arrived meanwhile
+  if (RamTier::IsFilling(info.version)) {
+    return WaitAndRead(id, info.version, options_.fetch_timeout_ms, sink, found);
+  }
+  return Status::OK();
+}
+
+// Three passes: the RAM tier for every read; then the disk tier for the
+// rest, in one io_uring batch in the owner, or as fetch requests sent all at
+// once and then waited for in a worker; then the counters and statuses.
+void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t n,
+                           ReadSink* const* sinks, Status* statuses, GetSource* sources) {
+  if (closed_.load(std::memory_order_acquire)) {
+    for (size_t i = 0; i < n; ++i) {
+      statuses[i] = Status::IOError("the store is closed");
+      if (sources) sources[i] = GetSource::kMiss;
+    }
+    return;
+  }
+  std::vector<GetSource> where(n, GetSource::kMiss);
+  std::vector<char> done(n, 0);  // an error is already in statuses[i]
+  for (size_t i = 0; i < n; ++i) {
+    statuses[i] = Status::OK();
+    if (ids[i] >= dataset_size_) {
+      statuses[i] = Status::OutOfRange("id " + std::to_string(ids[i]) +
+                                       " is out of range: the store holds " +
+                                       std::to_string(dataset_size_) + " items");
+      done[i] = 1;
+    }
+  }
+  if (disk_only_) {
+    for (size_t i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      std::string meta, payload;
+      statuses[i] = disk_->Get(ids[i], &meta, &payload);
+      if (statuses[i].ok()) statuses[i] = CopyToSink(sinks[i], meta, payload);
+      if (statuses[i].ok()) where[i] = GetSource::kDisk;
+      if (sources) sources[i] = where[i];
+    }
+    return;
+  }
+  const bool owner = InOwner();
+  if (owner) {
+    uint64_t last = kNoPosition;
+    for (size_t i = 0; i < n; ++i) {
+      if (PlanPosition(positions[i]) && (last == kNoPosition || positions[i] > last)) {
+        last = positions[i];
+      }
+    }
+    if (last != kNoPosition) SyncPlanning(last);
+  }
+  SharedCounters& c = ctl_->counters();
+  // After the owner closed, nobody answers fetches or Puts: never wait.
+  const bool owner_gone =
+      !owner && ctl_->header()->owner_closed.load(std::memory_order_acquire) != 0;
+  std::vector<size_t> from_disk;
+  std::vector<uint64_t> versions;
+  for (size_t i = 0; i < n; ++i) {
+    if (done[i]) continue;
+    bool found = false;
+    statuses[i] = LookupRam(ids[i], sinks[i], &found);
+    if (!statuses[i].ok()) {
+      done[i] = 1;
+    } else if (found) {
+      where[i] = GetSource::kRam;
+    } else if (!owner_gone && PlanPosition(positions[i]) &&
+               ctl_->ExpectedFrom(ids[i]) < positions[i] &&
+               expect_timeouts_.load(std::memory_order_relaxed) < kMaxExpectTimeouts) {
+      // A reader of an earlier position is loading it for the policy: wait
+      // for its Put rather than load it twice.
+      const uint64_t version = ram_->Version(ids[i]);
+      const uint64_t from = ctl_->ExpectedFrom(ids[i]);
+      ItemId got = 0;
+      if (ram_->Contains(ids[i]) || from >= positions[i] ||
+          (from > 0 && ctl_->Consumed(from, &got) && got != ids[i])) {
+        // Here already, no longer expected, or its loader drifted to another id.
+        statuses[i] = LookupRam(ids[i], sinks[i], &found);
+      } else {
+        c.expect_waits.fetch_add(1, std::memory_order_relaxed);
+        statuses[i] = WaitAndRead(ids[i], version, kExpectTimeoutMs, sinks[i], &found);
+        if (!found && ram_->Version(ids[i]) == version) {
+          c.expect_timeouts.fetch_add(1, std::memory_order_relaxed);
+          if (expect_timeouts_.fetch_add(1) + 1 == kMaxExpectTimeouts) {
+            Warn(kWarnExpect, "readers waited in vain for values other readers should have Put; "
+                              "this process stops waiting for them");
+          }
+        }
+      }
+      if (!statuses[i].ok()) {
+        done[i] = 1;
+      } else if (found) {
+        where[i] = GetSource::kRam;
+      }
+    } else if (!owner_gone && ctl_->OnDisk(ids[i])) {
+      from_disk.push_back(i);
+      if (!owner) {
+        // Ask the owner now; wait below, after every request is out.
+        versions.push_back(ram_->Version(ids[i]));
+        FetchMessage f{positions[i], ids[i], 0};
+        c.fetch_requests.fetch_add(1, std::memory_order_relaxed);
+        if (!queue_->TryPush(kMsgFetch, &f, sizeof(f)).ok()) versions.back() = kNever;
+      }
+    } else if (owner && disk_) {
+      // Put by this process and still on its way to the disk tier.
+      statuses[i] = ReadPendingWrite(ids[i], sinks[i], &found);
+      if (!statuses[i].ok()) {
+        done[i] = 1;
+      } else if (found) {
+        where[i] = GetSource::kDisk;
+      }
+    }
+  }
+  if (!from_disk.empty() && owner && disk_) {
+    std::vector<ItemId> disk_ids(from_disk.size());
+    for (size_t j = 0; j < from_disk.size(); ++j) disk_ids[j] = ids[from_disk[j]];
+    disk_->MultiGet(disk_ids.data(), disk_ids.size(),
+                    [&](size_t j, const Status& s, std::string_view meta, std::string_view payload) {
+                      const size_t i = from_disk[j];
+                      if (!s.ok()) {
+                        if (!s.IsIOError()) ctl_->SetOnDisk(ids[i], false);
+                        return;  // a miss: the caller loads it
+                      }
+                      statuses[i] = CopyToSink(sinks[i], meta, payload);
+                      if (!statuses[i].ok()) {
+                        done[i] = 1;
+                        return;
+                      }
+                      where[i] = GetSource::kDisk;
+                      const uint64_t size = meta.size() + payload.size();
+                      std::lock_guard<std::mutex> lock(mu_);
+                      residency_->NoteSize(ids[i], size);
+                      if (residency_->Wanted(positions[i], ids[i], size)) {
+                        InsertRamLocked(ids[i], meta, payload).PermitUncheckedError();
+                      }
+                    });
+  } else if (!from_disk.empty() && !owner) {
+    for (size_t j = 0; j < from_disk.size(); ++j) {
+      const size_t i = from_disk[j];
+      if (versions[j] == kNever) continue;  // the request did not go out
+      bool found = false;
+      statuses[i] = WaitAndRead(ids[i], versions[j], options_.fetch_timeout_ms, sinks[i], &found);
+      if (!found && ram_->Version(ids[i]) == versions[j]) {
+        c.fetch_timeouts.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (!statuses[i].ok()) {
+        done[i] = 1;
+      } else if (found) {
+        where[i] = GetSource::kDisk;
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (sources) sources[i] = where[i];
+    if (done[i] && statuses[i].IsOutOfRange()) continue;
+    c.accesses.fetch_add(1, std::memory_order_relaxed);
+    switch (where[i]) {
+      case GetSource::kRam:
+        c.hits_ram.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case GetSource::kDisk:
+        c.hits_disk.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case GetSource::kMiss:
+        c.source_loads.fetch_add(1, std::memory_order_relaxed);
+        if (statuses[i].ok()) {
+          statuses[i] = Status::NotFound("id " + std::to_string(ids[i]) + " is not in the store");
+        }
+        break;
+    }
+    Mark(positions[i], ids[i]);
+  }
+}
+
+Status Store::Impl::Put(uint64_t position, ItemId id, std::string_view meta,
+                        std::string_view payload) {
+  if (closed_.load(std::memory_order_acquire)) return Status::IOError("the store is closed");
+  if (id >= dataset_size_) {
+    return Status::OutOfRange("id " + std::to_string(id) + " is out of range: the store holds " +
+                              std::to_string(dataset_size_) + " items");
+  }
+  if (meta.size() > kMaxMetaBytes) {
+    return Status::InvalidArgument("meta of " + std::to_string(meta.size()) +
+                                   " bytes is over the limit of " + std::to_string(kMaxMetaBytes));
+  }
+  if (disk_only_) {
+    if (disk_->Contains(id)) return Status::OK();
+    return disk_->Put(id, meta, payload);
+  }
+  ctl_->counters().puts.fetch_add(1, std::memory_order_relaxed);
+  if (InOwner()) return OwnerPut(position, id, meta, payload, false);
+  PutHeader h{position, id, static_cast<uint32_t>(meta.size()), payload.size()};
+  struct iovec parts[3] = {{&h, sizeof(h)},
+                           {const_cast<char*>(meta.data()), meta.size()},
+                           {const_cast<char*>(payload.data()), payload.size()}};
+  Status s = queue_->TryPushv(kMsgPut, parts, 3);
+  if (s.ok()) return s;
+  ctl_->counters().puts_dropped.fetch_add(1, std::memory_order_relaxed);
+  if (s.IsBusy() || s.IsInvalidArgument()) {
+    Warn(kWarnQueueFull, "a worker's Put was dropped (" + s.ToString() +
+                             "); the value will be loaded again when next needed");
+    return Status::OK();
+  }
+  return s;
+}
+
+}  // namespace opt4store

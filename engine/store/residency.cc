@@ -1,0 +1,275 @@
+// Residency: see residency.h for the invariants.
+#include "engine/store/residency.h"
+
+#include <algorithm>
+
+#include "tiers/disk_index.h"
+
+namespace opt4store {
+namespace {
+
+// A byte capacity's stand-in size before any item's size is known.
+constexpr uint64_t kMeanSizeBeforeAny = 64 * 1024;
+
+}  // namespace
+
+Residency::Residency(const ResidencyOptions& options, ResidencyTiers* tiers)
+    : options_(options),
+      tiers_(tiers),
+      slots_(options.ring_slots),
+      first_pending_(options.num_ids, 0),
+      last_pending_(options.num_ids, 0),
+      prefetch_pins_(options.num_ids, 0),
+      sizes_(options.num_ids, 0) {}
+
+// ---------------------------------------------------------------- sizes
+
+void Residency::NoteSize(ItemId id, uint64_t bytes) {
+  const uint32_t s =
+      static_cast<uint32_t>(std::min<uint64_t>(std::max<uint64_t>(bytes, 1), UINT32_MAX));
+  if (sizes_[id] == 0) {
+    size_sum_ += s;
+    ++size_count_;
+  }
+  sizes_[id] = s;
+}
+
+uint64_t Residency::CostOf(ItemId id) const {
+  if (options_.ram_items) return 1;
+  if (sizes_[id] != 0) return sizes_[id];
+  return size_count_ ? std::max<uint64_t>(1, size_sum_ / size_count_) : kMeanSizeBeforeAny;
+}
+
+// ---------------------------------------------------------------- the plan
+
+Status Residency::SetPlan(const PlanSpec& spec, uint64_t start) {
+  std::unique_ptr<PlanSource> source;
+  OPT4STORE_RETURN_IF_ERROR(OpenPlanSource(spec, &source).WithContext("plan"));
+  if (source->shape().dataset_size > options_.num_ids) {
+    return Status::InvalidArgument("the plan reads ids up to " +
+                                   std::to_string(source->shape().dataset_size - 1) +
+                                   ", beyond the store's " + std::to_string(options_.num_ids) +
+                                   " items");
+  }
+  std::unique_ptr<NextUseStream> stream;
+  OPT4STORE_RETURN_IF_ERROR(NextUseStream::Open(std::move(source), options_.plan_window, &stream));
+  const uint64_t total = stream->shape().total_reads;
+  start = std::min(start, total);
+  // Skip to the start: the policy begins empty there, as the RAM tier does.
+  std::vector<Access> skip(4096);
+  std::vector<StepReveal> reveals;
+  while (stream->position() < start) {
+    reveals.clear();
+    size_t n = stream->NextBatch(skip.data(),
+                                 std::min<uint64_t>(skip.size(), start - stream->position()),
+                                 &reveals);
+    if (n == 0) break;
+  }
+  OPT4STORE_RETURN_IF_ERROR(stream->status());
+
+  PolicyOptions po;
+  po.kind = options_.policy;
+  po.capacity = options_.ram_items ? options_.ram_items : options_.ram_bytes;
+  po.num_ids = options_.num_ids;
+  po.window = stream->window();
+  po.seed = spec.seed;
+  po.track_ids = true;
+  std::unique_ptr<Policy> policy;
+  OPT4STORE_RETURN_IF_ERROR(NewPolicy(po, &policy));
+
+  // Tell the disk tier when each id is read next, for its eviction order.
+  if (options_.disk) {
+    std::vector<uint8_t> seen(options_.num_ids, 0);
+    for (uint64_t p = stream->position(); p < stream->lookahead_end(); ++p) {
+      ItemId id = stream->PeekId(p);
+      if (!seen[id]) {
+        seen[id] = 1;
+        tiers_->SetNextUse(id, p);
+      }
+    }
+    if (stream->covers_whole_plan()) {
+      for (uint64_t id = 0; id < options_.num_ids; ++id) {
+        if (!seen[id]) tiers_->SetNextUse(static_cast<ItemId>(id), DiskIndex::kNeverRead);
+      }
+    }
+  }
+
+  plan_ = spec;
+  stream_ = std::move(stream);
+  policy_ = std::move(policy);
+  total_ = total;
+  frontier_ = planned_ = prefetch_cursor_ = start;
+  std::fill(first_pending_.begin(), first_pending_.end(), 0);
+  std::fill(last_pending_.begin(), last_pending_.end(), 0);
+  std::fill(prefetch_pins_.begin(), prefetch_pins_.end(), 0);
+  staged_bytes_ = 0;
+  fetched_ = {};
+  return Status::OK();
+}
+
+uint64_t Residency::epoch_length() const {
+  return stream_ ? stream_->shape().epoch_length : 0;
+}
+
+// ---------------------------------------------------------------- stepping
+
+void Residency::PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_water) {
+  if (!has_plan()) return;
+  limit = std::min({limit, total_, frontier_ + options_.ring_slots});
+  const bool bytes = options_.ram_items == 0;
+  Access a;
+  Reveal reveal;
+  while (planned_ < limit) {
+    if (bytes && planned_ >= force_through && sizes_[stream_->PeekId(planned_)] == 0 &&
+        planned_ + options_.prefetch_depth >= high_water) {
+      break;  // wait for the Put that brings this item's size
+    }
+    if (!stream_->Next(&a, &reveal)) break;
+    if (reveal.valid) {
+      policy_->OnReveal(reveal);
+      if (options_.disk) tiers_->SetNextUse(reveal.id, reveal.next);
+    }
+    evicted_.clear();
+    const bool hit = policy_->Step(a, CostOf(a.id), &evicted_);
+    const uint32_t index = static_cast<uint32_t>(a.pos & (options_.ring_slots - 1));
+    Slot& slot = slots_[index];
+    slot.id = a.id;
+    slot.next = 0;
+    slot.flags = 0;
+    if (last_pending_[a.id] != 0) {
+      slots_[last_pending_[a.id] - 1].next = index + 1;
+    } else {
+      first_pending_[a.id] = index + 1;
+    }
+    last_pending_[a.id] = index + 1;
+    if (hit) {
+      slot.flags |= kHit;
+      ++policy_hits_;
+    } else if (policy_->Contains(a.id) && !tiers_->InRam(a.id)) {
+      tiers_->ExpectPut(a.id, a.pos);  // admitted here: later readers may wait for its Put
+    }
+    for (ItemId v : evicted_) MaybeEvict(v);
+    if (options_.disk) {
+      uint64_t next = a.next;
+      if (next == kNever) next = DiskIndex::kNeverRead;
+      if (next == kFar) next = a.pos + stream_->window();
+      tiers_->SetNextUse(a.id, next);
+    }
+    planned_ = a.pos + 1;
+  }
+}
+
+void Residency::Release(uint64_t position) {
+  Slot& slot = SlotAt(position);
+  first_pending_[slot.id] = slot.next;
+  if (slot.next == 0) last_pending_[slot.id] = 0;
+  if (slot.flags & kPrefetchPin) {
+    --prefetch_pins_[slot.id];
+    staged_bytes_ -= std::min<uint64_t>(staged_bytes_, CostOf(slot.id));
+  }
+  slot.flags = 0;
+  MaybeEvict(slot.id);
+}
+
+void Residency::AdvanceFrontier(uint64_t high_water) {
+  if (!has_plan()) return;
+  const uint64_t abandon_lag = options_.ring_slots / 2;
+  // Readers far ahead of the planner: plan up to them so they can be passed.
+  if (high_water > planned_ + options_.prefetch_depth) {
+    const uint64_t target = std::min(high_water, frontier_ + abandon_lag);
+    PlanAhead(target, target, high_water);
+  }
+  while (frontier_ < planned_) {
+    ItemId got = 0;
+    if (tiers_->Consumed(frontier_, &got)) {
+      const ItemId planned_id = SlotAt(frontier_).id;
+      if (got != planned_id) {
+        ++drift_;
+        tiers_->Drifted(frontier_, planned_id, got);
+      }
+    } else if (high_water > frontier_ + abandon_lag) {
+      ++abandoned_;
+    } else {
+      break;
+    }
+    Release(frontier_);
+    ++frontier_;
+  }
+  if (prefetch_cursor_ < frontier_) prefetch_cursor_ = frontier_;
+  ExpireFetched();
+}
+
+void Residency::ExpireFetched() {
+  while (!fetched_.empty() && fetched_.top().first < frontier_) {
+    const ItemId id = fetched_.top().second;
+    fetched_.pop();
+    --prefetch_pins_[id];
+    MaybeEvict(id);
+  }
+}
+
+// ---------------------------------------------------------------- decisions
+
+bool Residency::HeldAfter(ItemId id, uint32_t next_slot) const {
+  if (next_slot != 0) return (slots_[next_slot - 1].flags & kHit) != 0;
+  return policy_->Contains(id);
+}
+
+bool Residency::Keep(ItemId id) const {
+  if (!has_plan()) return true;  // no plan: fill once, never evict
+  return prefetch_pins_[id] != 0 || HeldAfter(id, first_pending_[id]);
+}
+
+void Residency::MaybeEvict(ItemId id) {
+  if (!Keep(id) && tiers_->InRam(id)) tiers_->Evict(id);
+}
+
+bool Residency::Wanted(uint64_t position, ItemId id, uint64_t bytes) const {
+  if (!has_plan()) {
+    // Fill once: keep while it fits the capacity.
+    uint64_t items = 0, stored = 0;
+    tiers_->RamUsage(&items, &stored);
+    if (options_.ram_items) return items < options_.ram_items;
+    return stored + bytes <= options_.ram_bytes;
+  }
+  if (!InPlan(position) || position >= planned_) return policy_->Contains(id);
+  // Held from this read on iff its next pending read is a hit (see
+  // residency.h); this read's own slot links to that one.
+  if (position >= frontier_) {
+    const Slot& slot = SlotAt(position);
+    if (slot.id == id) return HeldAfter(id, slot.next);
+  }
+  return HeldAfter(id, first_pending_[id]);
+}
+
+void Residency::CollectPrefetch(std::vector<ItemId>* ids) {
+  ids->clear();
+  if (!options_.disk || !has_plan()) return;
+  const size_t max_batch = 32;
+  while (prefetch_cursor_ < planned_ && ids->size() < max_batch) {
+    if (staged_bytes_ >= options_.staging_bytes) break;
+    Slot& slot = SlotAt(prefetch_cursor_);
+    const ItemId id = slot.id;
+    ++prefetch_cursor_;
+    const bool resident = tiers_->InRam(id);
+    if (slot.flags & kHit) {
+      // The policy's own copy should be there; if it was lost, bring it back.
+      if (resident || !tiers_->OnDisk(id)) continue;
+    } else if (!resident && !tiers_->OnDisk(id)) {
+      continue;  // a first read: the reader loads it from the source
+    }
+    slot.flags |= kPrefetchPin;
+    ++prefetch_pins_[id];
+    staged_bytes_ += CostOf(id);
+    if (!resident && std::find(ids->begin(), ids->end(), id) == ids->end()) ids->push_back(id);
+  }
+}
+
+void Residency::HoldFetched(ItemId id, uint64_t position) {
+  const uint64_t until = InPlan(position) ? std::max(position, frontier_)
+                                          : frontier_ + options_.prefetch_depth;
+  ++prefetch_pins_[id];
+  fetched_.emplace(until, id);
+}
+
+}  // namespace opt4store

@@ -1,0 +1,197 @@
+// Residency: what the RAM tier should hold, decided from the plan and the
+// eviction policy. The Store's owner keeps one; it decides, and the tiers
+// act on its decisions through ResidencyTiers.
+//
+// The owner steps the policy through the plan ahead of the readers'
+// frontier (the lowest position not yet consumed by every reader):
+//   frontier() <= planned(): positions [frontier, planned) have been stepped
+//   through the policy but not yet consumed; a ring of slots holds each
+//   one's id and what the policy decided there.
+//   The reads of an id in that span form a linked list through the slots.
+//   Whether the id belongs in RAM at the frontier follows from its first
+//   pending read: a policy hit there means the policy holds it from its
+//   previous read until then (admissions happen only at reads), even if the
+//   planner, further ahead, has already seen it evicted; a miss there means
+//   the policy lets it go before then. With no pending read, the policy's
+//   state at planned() decides.
+//   Prefetch pins: positions in that span (and fetch requests) for which the
+//   item was brought from disk; it stays until they are consumed, within the
+//   staging budget.
+//   A Put for position p enters RAM only if the policy's residency covers p
+//   (Wanted); so with one reader, RAM hits are exactly the policy's hits.
+//   An item leaves RAM once Keep() turns false, checked whenever the policy
+//   picks it as a victim or one of its reads is released.
+//
+// Without a plan the RAM tier fills once and never evicts (static).
+//
+// Residency touches no tier, file or thread: ResidencyTiers tells it what
+// the tiers hold and carries its requests, so tests drive it with plain
+// containers (tests/residency_test.cc). Thread safety: none; the Store
+// calls it under its mutex.
+#ifndef OPT4STORE_ENGINE_STORE_RESIDENCY_H_
+#define OPT4STORE_ENGINE_STORE_RESIDENCY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "opt4store/next_use.h"
+#include "opt4store/plan.h"
+#include "opt4store/policy.h"
+#include "opt4store/status.h"
+
+namespace opt4store {
+
+// What Residency asks of the tiers, and what it tells them.
+class ResidencyTiers {
+ public:
+  virtual ~ResidencyTiers() = default;
+
+  virtual bool InRam(ItemId id) const = 0;
+  virtual bool OnDisk(ItemId id) const = 0;
+  // Whether every reader is done with `position`; *id gets the id read there.
+  virtual bool Consumed(uint64_t position, ItemId* id) const = 0;
+  // The RAM tier's contents now (for the fill-once rule without a plan).
+  virtual void RamUsage(uint64_t* items, uint64_t* bytes) const = 0;
+
+  // id no longer belongs in RAM. Called only when InRam(id).
+  virtual void Evict(ItemId id) = 0;
+  // The policy admitted id at `position` and it is not in RAM: readers of
+  // later positions may wait for that read's Put.
+  virtual void ExpectPut(ItemId id, uint64_t position) = 0;
+  // The disk tier's eviction order: id is read next at `position`
+  // (DiskIndex::kNeverRead: never again).
+  virtual void SetNextUse(ItemId id, uint64_t position) = 0;
+  // Position `position` read `got` where the plan has `planned`.
+  virtual void Drifted(uint64_t position, ItemId planned, ItemId got) = 0;
+};
+
+struct ResidencyOptions {
+  uint64_t num_ids = 0;
+  // The capacity: in items when ram_items > 0, else in bytes.
+  uint64_t ram_items = 0;
+  uint64_t ram_bytes = 0;
+  PolicyKind policy = PolicyKind::kOpt;
+  // How far the planner runs ahead of the frontier, in positions.
+  uint64_t prefetch_depth = 512;
+  // RAM bytes beyond the capacity for prefetched and promised items.
+  uint64_t staging_bytes = 0;
+  // Look-ahead of the plan for next uses (next_use.h); 0: the default.
+  uint64_t plan_window = 0;
+  // Slots of the ring over [frontier, planned): a power of two, at least
+  // 4 x prefetch_depth. Positions never consumed are skipped once readers
+  // are ring_slots / 2 past them.
+  uint64_t ring_slots = uint64_t{1} << 16;
+  // Whether the disk tier exists: next uses are sent and prefetch runs.
+  bool disk = false;
+};
+
+class Residency {
+ public:
+  // REQUIRES: tiers outlives the Residency.
+  Residency(const ResidencyOptions& options, ResidencyTiers* tiers);
+
+  // ---- sizes (a byte capacity's policy needs each item's)
+  void NoteSize(ItemId id, uint64_t bytes);
+  // What id counts against the capacity: 1 with an item capacity, else its
+  // size, or the mean size while it is unknown.
+  uint64_t CostOf(ItemId id) const;
+
+  // ---- the plan
+  // Starts over on `plan` at `start`: the policy begins empty there, as the
+  // RAM tier does (the caller empties it). Sends the disk tier its next uses.
+  Status SetPlan(const PlanSpec& plan, uint64_t start);
+  bool has_plan() const { return stream_ != nullptr; }
+  const PlanSpec& plan() const { return plan_; }
+  uint64_t total_positions() const { return total_; }
+  uint64_t epoch_length() const;
+  uint64_t frontier() const { return frontier_; }
+  uint64_t planned() const { return planned_; }
+  bool InPlan(uint64_t position) const { return position < total_; }
+
+  // ---- stepping
+  // Steps the policy through positions below `limit` (and within the ring).
+  // With a byte capacity, an item never seen has no size yet: the planner
+  // stops at its read to wait for the Put that brings it, unless the
+  // position is below force_through or readers (their highest position,
+  // high_water) are already past it by prefetch_depth.
+  void PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_water);
+  // Moves the frontier over consumed positions (and over positions readers
+  // left behind by ring_slots / 2), releasing their reads.
+  void AdvanceFrontier(uint64_t high_water);
+
+  // ---- decisions
+  // Whether id belongs in RAM now.
+  bool Keep(ItemId id) const;
+  // Whether a value of `bytes` Put or read for `position` enters RAM.
+  bool Wanted(uint64_t position, ItemId id, uint64_t bytes) const;
+  // Evicts id (through the tiers) if it is in RAM and Keep() is false.
+  void MaybeEvict(ItemId id);
+  // Up to 32 ids the next planned reads need from disk into RAM, within the
+  // staging budget; each is pinned until its read is consumed.
+  void CollectPrefetch(std::vector<ItemId>* ids);
+  // id was fetched into RAM for a reader's request at `position`: held until
+  // the frontier passes it (or prefetch_depth positions, outside the plan).
+  void HoldFetched(ItemId id, uint64_t position);
+
+  // ---- counters
+  uint64_t policy_hits() const { return policy_hits_; }
+  uint64_t drift() const { return drift_; }
+  uint64_t abandoned() const { return abandoned_; }
+
+ private:
+  // What the policy decided at a planned position.
+  enum SlotFlags : uint8_t {
+    kHit = 1,          // the policy hit: it holds the item from its last read
+    kPrefetchPin = 4,  // brought (or kept) from the disk tier for this read
+  };
+  struct Slot {
+    ItemId id = 0;
+    uint32_t next = 0;  // slot index + 1 of the next pending read of id; 0: none
+    uint8_t flags = 0;
+  };
+
+  Slot& SlotAt(uint64_t position) { return slots_[position & (options_.ring_slots - 1)]; }
+  const Slot& SlotAt(uint64_t position) const {
+    return slots_[position & (options_.ring_slots - 1)];
+  }
+  void Release(uint64_t position);
+  void ExpireFetched();
+  bool HeldAfter(ItemId id, uint32_t next_slot) const;
+
+  const ResidencyOptions options_;
+  ResidencyTiers* const tiers_;
+
+  PlanSpec plan_;
+  std::unique_ptr<NextUseStream> stream_;
+  std::unique_ptr<Policy> policy_;
+  uint64_t total_ = 0;
+  uint64_t frontier_ = 0;
+  uint64_t planned_ = 0;
+  uint64_t prefetch_cursor_ = 0;
+  std::vector<Slot> slots_;              // ring over [frontier_, planned_)
+  std::vector<uint32_t> first_pending_;  // per id: slot index + 1, 0 none
+  std::vector<uint32_t> last_pending_;
+  std::vector<uint32_t> prefetch_pins_;
+  std::vector<uint32_t> sizes_;  // meta + payload, 0 unknown
+  uint64_t size_sum_ = 0;
+  uint64_t size_count_ = 0;
+  uint64_t staged_bytes_ = 0;  // bytes held by prefetch pins
+  // Fetched items held until the frontier passes `first`.
+  std::priority_queue<std::pair<uint64_t, ItemId>, std::vector<std::pair<uint64_t, ItemId>>,
+                      std::greater<>>
+      fetched_;
+  std::vector<ItemId> evicted_;  // scratch
+
+  uint64_t policy_hits_ = 0;
+  uint64_t drift_ = 0;
+  uint64_t abandoned_ = 0;
+};
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_ENGINE_STORE_RESIDENCY_H_

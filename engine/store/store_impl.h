@@ -1,0 +1,210 @@
+// Store::Impl: the state behind the Store facade, and the map of where each
+// of its jobs lives. One object per process that opened or attached the
+// store; the owner's has the disk tier, the Residency and the planner
+// thread, a reader's has only the shared segments.
+//
+//   store.cc          the facade; the owner's admin calls (SetPlan, Flush,
+//                     Compact, Verify, Inspect, Close)
+//   store_open.cc     opening and recovery: the manifest, the options it
+//                     fixes, the tiers, the shared segments, the plan and
+//                     the cursor to resume at
+//   residency.h/.cc   the decisions: what RAM should hold (pure; this class
+//                     carries them out as its ResidencyTiers)
+//   owner_service.cc  the owner's planner thread: puts and fetch requests
+//                     from readers (protocol.h), prefetch, the disk writes
+//                     readers' Puts leave behind
+//   read_path.cc      Get/GetBatch and Put, in any process
+//   store_stats.cc    Stats() and the gauges the owner publishes
+//
+// Locking: mu_ guards the Residency and the owner's plan state; write_mu_
+// the values waiting for their disk write; drain_mu_ is held by the one
+// thread draining them. Never hold mu_ across disk I/O or a copy of a value
+// (Prefetch reserves RAM under mu_, copies without it, commits under it).
+#ifndef OPT4STORE_ENGINE_STORE_STORE_IMPL_H_
+#define OPT4STORE_ENGINE_STORE_STORE_IMPL_H_
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/store/control_block.h"
+#include "engine/store/manifest.h"
+#include "engine/store/residency.h"
+#include "opt4store/store.h"
+#include "tiers/disk_tier.h"
+#include "tiers/ram_tier.h"
+#include "tiers/shared_queue.h"
+
+namespace opt4store {
+
+inline int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Copies two blobs into a sink.
+Status CopyToSink(ReadSink* sink, std::string_view meta, std::string_view payload);
+
+class Store::Impl : private ResidencyTiers {
+ public:
+  ~Impl() override;
+
+  Status OpenOwner(const StoreOptions& options, const std::string& path);
+  Status AttachReader(const std::string& handle);
+
+  bool InOwner() const { return owner_pid_ != 0 && getpid() == owner_pid_; }
+  std::string handle() const { return ctl_ ? ctl_->name() : std::string(); }
+  uint64_t dataset_size() const { return dataset_size_; }
+
+  Status Get(uint64_t position, ItemId id, ReadSink* sink, GetSource* source);
+  void GetBatch(const uint64_t* positions, const ItemId* ids, size_t n, ReadSink* const* sinks,
+                Status* statuses, GetSource* sources);
+  Status Put(uint64_t position, ItemId id, std::string_view meta, std::string_view payload);
+  void MarkConsumed(uint64_t position, ItemId id);
+
+  Status SetPlan(const PlanSpec& plan, uint64_t start_position);
+  uint64_t ResumePosition() const;
+  Status Flush();
+  Status Compact();
+  Status Verify(StoreVerifyReport* report);
+  Status Inspect(StoreInfo* info);
+  Status Close();
+  StoreStats Stats();
+
+ private:
+  // ---- opening (store_open.cc)
+  Status ReadManifest(bool* exists);
+  Status ResolveOptions(const StoreOptions& options, bool exists);
+  Status OpenDisk(uint64_t budget);
+  Status WriteManifest();
+  Status CreateShared();
+  // Starts the Residency and the shared plan state over on spec at start.
+  Status InitPlanLocked(const PlanSpec& spec, uint64_t start);
+
+  // ---- owner, under mu_ (owner_service.cc)
+  // Moves the frontier over consumed positions and publishes it.
+  void AdvanceFrontierLocked();
+  // Steps the policy up to `limit` (see Residency::PlanAhead).
+  void PlanAheadLocked(uint64_t limit, uint64_t force_through = 0);
+  Status InsertRamLocked(ItemId id, std::string_view meta, std::string_view payload);
+  void PublishGaugesLocked();  // store_stats.cc
+
+  // ---- owner, no lock (owner_service.cc)
+  // on_planner: the call comes from the planner thread (a worker's Put off
+  // the queue), which writes to the disk tier itself; a reader's own Put
+  // leaves that write to the planner thread (see writes_).
+  Status OwnerPut(uint64_t position, ItemId id, std::string_view meta, std::string_view payload,
+                  bool on_planner);
+  void WriteThrough(ItemId id, std::string_view meta, std::string_view payload);
+  // Writes the values readers Put to the disk tier; false when none waited.
+  bool DrainWrites();
+  // A value still in writes_: copied into *sink, *found set.
+  Status ReadPendingWrite(ItemId id, ReadSink* sink, bool* found);
+  void HandleFetch(uint64_t position, ItemId id);
+  void Prefetch(const std::vector<ItemId>& ids);
+  bool DrainQueue();
+  void PlannerLoop();
+  void StopPlanner();
+  void SyncPlanning(uint64_t position);
+
+  // ---- ResidencyTiers, for residency_ (owner_service.cc); under mu_
+  bool InRam(ItemId id) const override;
+  bool OnDisk(ItemId id) const override;
+  bool Consumed(uint64_t position, ItemId* id) const override;
+  void RamUsage(uint64_t* items, uint64_t* bytes) const override;
+  void Evict(ItemId id) override;
+  void ExpectPut(ItemId id, uint64_t position) override;
+  void SetNextUse(ItemId id, uint64_t position) override;
+  void Drifted(uint64_t position, ItemId planned, ItemId got) override;
+
+  // ---- readers (read_path.cc)
+  Status ReadRam(ItemId id, ReadSink* sink, bool* found);
+  // ReadRam, waiting for an item that is being filled.
+  Status LookupRam(ItemId id, ReadSink* sink, bool* found);
+  Status WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms, ReadSink* sink,
+                     bool* found);
+  void Mark(uint64_t position, ItemId id);
+  bool PlanPosition(uint64_t position) const {
+    return position != kNoPosition && position < total_positions_.load(std::memory_order_relaxed);
+  }
+
+  // ---- the owner's admin calls (store.cc)
+  // Writes the readers' frontier and the plan's identity to the manifest
+  // (synced with the next disk Flush); *position gets the frontier.
+  Status SaveCursor(uint64_t* position);
+
+  enum WarnKind { kWarnDiskFull, kWarnDrift, kWarnRamFull, kWarnQueueFull, kWarnExpect, kWarnCount };
+  // Logs message the first time a warning of this kind comes up.
+  void Warn(int kind, const std::string& message);
+
+  // How long a reader waits for a value another reader is loading, and how
+  // many fruitless waits a process tolerates before it stops waiting.
+  static constexpr int64_t kExpectTimeoutMs = 2000;
+  static constexpr uint64_t kMaxExpectTimeouts = 3;
+  std::atomic<uint64_t> expect_timeouts_{0};  // this process's
+
+  // Fixed after open.
+  std::string path_;
+  StoreOptions options_;
+  ManifestOptions effective_;
+  bool disk_only_ = false;
+  uint64_t dataset_size_ = 0;
+  int32_t owner_pid_ = 0;
+  std::function<void(const std::string&)> log_;
+
+  std::unique_ptr<DiskTier> disk_;
+  std::unique_ptr<RamTier> ram_;
+  std::unique_ptr<SharedQueue> queue_;
+  std::unique_ptr<ControlBlock> ctl_;
+
+  std::atomic<uint64_t> total_positions_{0};
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> warned_[kWarnCount] = {};
+
+  // Owner state.
+  std::mutex mu_;
+  std::unique_ptr<Residency> residency_;  // GUARDED_BY(mu_); made by CreateShared
+  // The identity of the plan in force, or before any, of the saved cursor's.
+  std::string plan_identity_;             // GUARDED_BY(mu_)
+  std::atomic<uint64_t> resume_position_{0};  // the cursor saved for this plan
+  int64_t last_publish_ns_ = 0;           // GUARDED_BY(mu_)
+
+  // Owner counters not kept in the control block or the Residency.
+  std::atomic<uint64_t> prefetched_{0}, prefetch_bytes_{0};
+  std::atomic<uint64_t> insert_failures_{0}, disk_put_errors_{0};
+
+  // Values readers of this process Put, waiting for the planner thread to
+  // write them to the disk tier (so that a reader's miss costs a copy, not a
+  // disk write). Lost on a crash, like any unsynced write.
+  struct PendingWrite {
+    ItemId id = 0;
+    std::string meta;
+    std::string payload;
+  };
+  static constexpr uint64_t kMaxPendingWriteBytes = uint64_t{256} << 20;
+  std::mutex drain_mu_;  // held by DrainWrites, which alone pops writes_
+  std::mutex write_mu_;
+  std::deque<PendingWrite> writes_;       // GUARDED_BY(write_mu_)
+  std::unordered_set<ItemId> write_ids_;  // GUARDED_BY(write_mu_)
+  uint64_t write_bytes_ = 0;              // GUARDED_BY(write_mu_)
+
+  // Heap-allocated so that a forked child can drop it without touching a
+  // thread that does not exist there.
+  std::thread* planner_ = nullptr;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_ENGINE_STORE_STORE_IMPL_H_

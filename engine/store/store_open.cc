@@ -1,0 +1,357 @@
+// Opening and recovery (store_impl.h): the manifest and the options it fixes,
+// the disk tier (opened once to read the manifest, again with its budget),
+// the shared segments and the Residency, the plan, and the cursor to
+// resume at. Reattaching a reader is the short path: the control block
+// names the other segments.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+
+#include "engine/store/store_impl.h"
+
+namespace opt4store {
+namespace {
+
+constexpr uint64_t kDefaultRamBytes = uint64_t{1} << 30;
+constexpr uint64_t kDefaultPrefetchDepth = 512;
+constexpr uint64_t kMinStagingBytes = uint64_t{64} << 20;
+// The disk tier's budget while the manifest, which holds the real one, is read.
+constexpr uint64_t kProvisionalDiskBudget = uint64_t{1} << 40;
+
+bool FileExists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+void DefaultLog(const std::string& message) {
+  std::fprintf(stderr, "opt4store: %s\n", message.c_str());
+}
+
+DiskTierOptions::Compression ToDisk(StoreOptions::Compression c) {
+  return c == StoreOptions::Compression::kNone ? DiskTierOptions::Compression::kNone
+                                               : DiskTierOptions::Compression::kAuto;
+}
+
+DiskTierOptions::SyncMode ToDisk(StoreOptions::SyncMode s) {
+  switch (s) {
+    case StoreOptions::SyncMode::kNone:
+      return DiskTierOptions::SyncMode::kNone;
+    case StoreOptions::SyncMode::kEveryPut:
+      return DiskTierOptions::SyncMode::kEveryPut;
+    default:
+      return DiskTierOptions::SyncMode::kOnFlush;
+  }
+}
+
+}  // namespace
+
+Status Store::Impl::ReadManifest(bool* exists) {
+  std::string format;
+  Status s = disk_->GetMeta(kManifestFormatKey, &format);
+  if (s.IsNotFound()) {
+    *exists = false;
+    return Status::OK();
+  }
+  OPT4STORE_RETURN_IF_ERROR(s);
+  if (format != kManifestFormat) {
+    return Status::Corruption("store " + path_ + ": unknown format '" + format + "'");
+  }
+  std::string text;
+  OPT4STORE_RETURN_IF_ERROR(disk_->GetMeta(kManifestOptionsKey, &text));
+  OPT4STORE_RETURN_IF_ERROR(DecodeManifestOptions(text, &effective_));
+  *exists = true;
+  return Status::OK();
+}
+
+Status Store::Impl::OpenDisk(uint64_t budget) {
+  DiskTierOptions d;
+  d.budget_bytes = budget;
+  d.compression = ToDisk(effective_.compression);
+  d.sync = ToDisk(effective_.sync);
+  d.direct_io = options_.direct_io;
+  d.use_io_uring = options_.use_io_uring;
+  d.env = options_.env;
+  if (dataset_size_ > 0 && dataset_size_ <= kMaxItemId + 1) {
+    d.expected_ids = static_cast<uint32_t>(dataset_size_);
+  }
+  return DiskTier::Open(d, path_, &disk_);
+}
+
+// Merges the caller's options with the manifest's; checks what is fixed.
+Status Store::Impl::ResolveOptions(const StoreOptions& o, bool exists) {
+  ManifestOptions m = effective_;  // the manifest's when it exists
+  const std::string where = "store " + path_ + ": ";
+  // Dataset size: fixed at creation.
+  uint64_t plan_n = 0;
+  if (o.plan) {
+    std::unique_ptr<PlanSource> src;
+    OPT4STORE_RETURN_IF_ERROR(OpenPlanSource(*o.plan, &src).WithContext("plan"));
+    plan_n = src->shape().dataset_size;
+  }
+  if (exists) {
+    if (o.dataset_size && *o.dataset_size != m.dataset_size) {
+      return Status::InvalidArgument(where + "dataset size " + std::to_string(*o.dataset_size) +
+                                     " contradicts the store's " +
+                                     std::to_string(m.dataset_size));
+    }
+  } else {
+    m.dataset_size = o.dataset_size ? *o.dataset_size : plan_n;
+    if (m.dataset_size == 0) {
+      return Status::InvalidArgument(where + "a new store needs a dataset size (or a plan)");
+    }
+  }
+  if (o.plan && o.plan->dataset_size != 0 && plan_n != m.dataset_size) {
+    return Status::InvalidArgument(where + "the plan's dataset size " + std::to_string(plan_n) +
+                                   " contradicts the store's " + std::to_string(m.dataset_size));
+  }
+  if (o.plan && plan_n > m.dataset_size) {
+    return Status::InvalidArgument(where + "the plan reads ids up to " +
+                                   std::to_string(plan_n - 1) + ", beyond the store's " +
+                                   std::to_string(m.dataset_size) + " items");
+  }
+  if (m.dataset_size > kMaxDatasetSize) {
+    return Status::InvalidArgument(where + "dataset size " + std::to_string(m.dataset_size) +
+                                   " is over the limit " + std::to_string(kMaxDatasetSize));
+  }
+  // Budgets: may change between runs.
+  if (o.ram_bytes && o.ram_items) {
+    return Status::InvalidArgument(where + "give ram_bytes or ram_items, not both");
+  }
+  if (o.ram_bytes) {
+    m.ram_bytes = *o.ram_bytes;
+    m.ram_items = 0;
+  } else if (o.ram_items) {
+    m.ram_items = *o.ram_items;
+    m.ram_bytes = 0;
+  } else if (!exists) {
+    m.ram_bytes = kDefaultRamBytes;
+  }
+  if (o.disk_bytes) m.disk_bytes = *o.disk_bytes;
+  if (o.policy) m.policy = *o.policy;
+  if (o.prefetch_depth) m.prefetch_depth = *o.prefetch_depth;
+  if (m.prefetch_depth == 0) m.prefetch_depth = kDefaultPrefetchDepth;
+  if (m.prefetch_depth > ControlBlock::kRingSize / 4) {
+    return Status::InvalidArgument(where + "prefetch_depth " + std::to_string(m.prefetch_depth) +
+                                   " is over the limit " +
+                                   std::to_string(ControlBlock::kRingSize / 4));
+  }
+  if (o.staging_bytes) m.staging_bytes = *o.staging_bytes;
+  if (!o.staging_bytes && (!exists || m.staging_bytes == 0)) {
+    m.staging_bytes = std::max(kMinStagingBytes, m.ram_bytes / 8);
+  }
+  if (o.compression) m.compression = *o.compression;
+  if (o.sync) m.sync = *o.sync;
+  effective_ = m;
+  dataset_size_ = m.dataset_size;
+  if (effective_.disk_bytes > 0 && dataset_size_ > uint64_t{kMaxItemId} + 1) {
+    return Status::InvalidArgument(where + "the disk tier holds ids below 2^31; dataset size " +
+                                   std::to_string(dataset_size_) + " is too large");
+  }
+  return Status::OK();
+}
+
+Status Store::Impl::WriteManifest() {
+  OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestFormatKey, kManifestFormat));
+  OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestOptionsKey, EncodeManifestOptions(effective_)));
+  if (options_.plan && PlanIsPersistable(*options_.plan)) {
+    OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestPlanKey, EncodePlanSpec(*options_.plan)));
+  }
+  return disk_->Flush();
+}
+
+Status Store::Impl::CreateShared() {
+  const uint64_t capacity = effective_.ram_items ? 0 : effective_.ram_bytes;
+  RamTierOptions r;
+  r.num_items = dataset_size_;
+  r.name_prefix = options_.shm_prefix + "-ram";
+  r.free_space_for_testing = options_.shm_free_space_for_testing;
+  if (effective_.ram_items) {
+    // A capacity in items: the arena is address space sized for the largest
+    // plausible items, committed page by page as items arrive.
+    uint64_t free_bytes = 0;
+    Status s = options_.shm_free_space_for_testing
+                   ? options_.shm_free_space_for_testing("/dev/shm", &free_bytes)
+                   : shm::FreeSpace("/dev/shm", &free_bytes);
+    OPT4STORE_RETURN_IF_ERROR(s);
+    const uint64_t want = effective_.ram_items * (uint64_t{8} << 20) + effective_.staging_bytes;
+    r.capacity_bytes = std::max<uint64_t>(uint64_t{1} << 20,
+                                          std::min<uint64_t>(want, free_bytes / 2));
+    r.reserve_memory = false;
+  } else {
+    r.capacity_bytes = capacity + effective_.staging_bytes;
+  }
+  Status s = RamTier::Create(r, &ram_);
+  if (!s.ok()) {
+    return s.WithContext("RAM tier of " + std::to_string(effective_.ram_bytes) +
+                         " bytes + staging " + std::to_string(effective_.staging_bytes));
+  }
+  SharedQueueOptions q;
+  q.capacity_bytes = options_.queue_bytes;
+  q.name_prefix = options_.shm_prefix + "-queue";
+  q.free_space_for_testing = options_.shm_free_space_for_testing;
+  OPT4STORE_RETURN_IF_ERROR(SharedQueue::Create(q, &queue_));
+  OPT4STORE_RETURN_IF_ERROR(ControlBlock::Create(options_.shm_prefix + "-ctl", dataset_size_,
+                                                 options_.fetch_timeout_ms, ram_->name(),
+                                                 queue_->name(), &ctl_));
+  ResidencyOptions ro;
+  ro.num_ids = dataset_size_;
+  ro.ram_items = effective_.ram_items;
+  ro.ram_bytes = effective_.ram_bytes;
+  ro.policy = effective_.policy;
+  ro.prefetch_depth = effective_.prefetch_depth;
+  ro.staging_bytes = effective_.staging_bytes;
+  ro.plan_window = options_.plan_window;
+  ro.ring_slots = ControlBlock::kRingSize;
+  ro.disk = disk_ != nullptr;
+  ResidencyTiers* tiers = this;  // the base is private: only Impl can hand it out
+  residency_ = std::make_unique<Residency>(ro, tiers);
+  if (disk_) {
+    // What the disk holds, and each item's size for a byte budget's policy.
+    OPT4STORE_RETURN_IF_ERROR(disk_->ForEachItemSize([this](ItemId id, uint64_t bytes) {
+      if (id >= dataset_size_) return;
+      ctl_->SetOnDisk(id, true);
+      residency_->NoteSize(id, bytes);
+    }));
+  }
+  ctl_->gauges().ram_capacity.store(effective_.ram_items ? effective_.ram_items
+                                                         : effective_.ram_bytes);
+  ctl_->gauges().ram_capacity_in_items.store(effective_.ram_items ? 1 : 0);
+  return Status::OK();
+}
+
+Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& path) {
+  options_ = options;
+  path_ = path;
+  disk_only_ = options.disk_only;
+  log_ = options.info_log ? options.info_log : DefaultLog;
+  owner_pid_ = getpid();
+  // Known before the disk tier opens, its index is sized once.
+  if (options.dataset_size) dataset_size_ = *options.dataset_size;
+
+  const bool explicit_no_disk = options.disk_bytes && *options.disk_bytes == 0;
+  const bool exists_on_disk = !path.empty() && FileExists(path + "/index/CURRENT");
+  if (explicit_no_disk && disk_only_) {
+    return Status::InvalidArgument("disk_only needs a disk tier (disk_bytes > 0)");
+  }
+  bool exists = false;
+  if (!explicit_no_disk && (exists_on_disk || (options.disk_bytes && *options.disk_bytes > 0))) {
+    if (path.empty()) return Status::InvalidArgument("a store with a disk tier needs a path");
+    if (!exists_on_disk && !options.create_if_missing) {
+      return Status::NotFound("no store at " + path);
+    }
+    if (exists_on_disk && options.error_if_exists) {
+      return Status::InvalidArgument("a store already exists at " + path);
+    }
+    if (!exists_on_disk) {
+      // A new store may be nested in folders that do not exist yet.
+      std::error_code ec;
+      std::filesystem::create_directories(path, ec);
+      if (ec) return Status::IOError("cannot create " + path + ": " + ec.message());
+    }
+    // The budget comes from the manifest when not given: read it first.
+    OPT4STORE_RETURN_IF_ERROR(
+        OpenDisk(options.disk_bytes ? *options.disk_bytes : kProvisionalDiskBudget));
+    OPT4STORE_RETURN_IF_ERROR(ReadManifest(&exists));
+    if (!exists && exists_on_disk && !options.disk_bytes) {
+      return Status::Corruption("store " + path + " has an index but no manifest");
+    }
+  } else if (disk_only_) {
+    return Status::NotFound("no store at " + path);
+  }
+  OPT4STORE_RETURN_IF_ERROR(ResolveOptions(options, exists));
+  if (explicit_no_disk) effective_.disk_bytes = 0;
+  if (disk_ && effective_.disk_bytes == 0) {
+    return Status::InvalidArgument("store " + path + ": the disk tier's budget is 0");
+  }
+  if (disk_ && (!options.disk_bytes || effective_.disk_bytes != *options.disk_bytes)) {
+    // Opened with the provisional budget: reopen with the real one.
+    OPT4STORE_RETURN_IF_ERROR(disk_->Close());
+    disk_.reset();
+    OPT4STORE_RETURN_IF_ERROR(OpenDisk(effective_.disk_bytes));
+  }
+  if (disk_) {
+    OPT4STORE_RETURN_IF_ERROR(WriteManifest());
+    std::string text;
+    Cursor cursor;
+    if (disk_->GetMeta(kManifestCursorKey, &text).ok() && DecodeCursor(text, &cursor).ok()) {
+      plan_identity_ = cursor.plan;  // compared with the plan below
+      resume_position_ = cursor.position;
+    }
+  }
+  if (disk_only_) return Status::OK();
+
+  OPT4STORE_RETURN_IF_ERROR(CreateShared());
+  PlanSpec plan;
+  bool have_plan = false;
+  if (options.plan) {
+    plan = *options.plan;
+    have_plan = true;
+  } else if (disk_) {
+    std::string text;
+    if (disk_->GetMeta(kManifestPlanKey, &text).ok()) {
+      OPT4STORE_RETURN_IF_ERROR(DecodePlanSpec(text, &plan));
+      have_plan = true;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string saved_identity = plan_identity_;
+    uint64_t start = 0;
+    if (have_plan) {
+      if (plan.dataset_size == 0 && plan.kind != SamplerKind::kFile &&
+          plan.kind != SamplerKind::kExplicit) {
+        plan.dataset_size = dataset_size_;
+      }
+      // Resume where the readers stopped, unless they finished the plan:
+      // then a new run of it starts from the beginning.
+      OPT4STORE_RETURN_IF_ERROR(InitPlanLocked(plan, 0));
+      if (plan.Describe() == saved_identity && resume_position_ < total_positions_.load()) {
+        start = resume_position_;
+        if (start > 0) OPT4STORE_RETURN_IF_ERROR(InitPlanLocked(plan, start));
+      }
+    }
+    resume_position_ = start;
+    PublishGaugesLocked();
+  }
+  planner_ = new std::thread([this] { PlannerLoop(); });
+  return Status::OK();
+}
+
+Status Store::Impl::AttachReader(const std::string& handle) {
+  log_ = DefaultLog;
+  OPT4STORE_RETURN_IF_ERROR(ControlBlock::Attach(handle, &ctl_));
+  OPT4STORE_RETURN_IF_ERROR(RamTier::Attach(ctl_->header()->ram_name, &ram_));
+  OPT4STORE_RETURN_IF_ERROR(SharedQueue::Attach(ctl_->header()->queue_name, &queue_));
+  dataset_size_ = ctl_->header()->dataset_size;
+  options_.fetch_timeout_ms = ctl_->header()->fetch_timeout_ms;
+  total_positions_.store(ctl_->gauges().total_positions.load());
+  return Status::OK();
+}
+
+Status Store::Impl::InitPlanLocked(const PlanSpec& spec, uint64_t start) {
+  OPT4STORE_RETURN_IF_ERROR(residency_->SetPlan(spec, start));
+  plan_identity_ = spec.Describe();
+  start = residency_->frontier();
+  const uint64_t total = residency_->total_positions();
+  for (uint64_t id = 0; id < dataset_size_; ++id) ctl_->ClearExpected(static_cast<ItemId>(id));
+  total_positions_.store(total);
+  ctl_->gauges().total_positions.store(total);
+  ctl_->gauges().epoch_length.store(residency_->epoch_length());
+  ctl_->header()->plan_generation.fetch_add(1, std::memory_order_acq_rel);
+  ctl_->header()->high_water.store(start, std::memory_order_release);
+  ctl_->header()->frontier.store(start, std::memory_order_release);
+  return Status::OK();
+}
+
+Store::Impl::~Impl() {
+  if (!InOwner() && owner_pid_ != 0) {
+    // A forked child: the disk tier, the planner thread and the owner's
+    // mutex belong to the parent. Drop them without touching them.
+    (void)disk_.release();
+    planner_ = nullptr;
+    return;
+  }
+  Close().PermitUncheckedError();
+}
+
+}  // namespace opt4store

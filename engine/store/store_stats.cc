@@ -1,0 +1,107 @@
+// Stats (store_impl.h, store_stats.h): reader counters live in the control
+// block, summed over every process; the owner publishes its gauges there
+// (every 50 ms from the planner thread, and on each Stats() call), so that a
+// reader's Stats() sees them too. The disk tier's own figures are read
+// directly in the owner.
+#include <mutex>
+
+#include "engine/store/store_impl.h"
+
+namespace opt4store {
+
+void Store::Impl::PublishGaugesLocked() {
+  last_publish_ns_ = NowNs();
+  OwnerGauges& g = ctl_->gauges();
+  g.prefetched.store(prefetched_.load());
+  g.prefetch_bytes.store(prefetch_bytes_.load());
+  g.planned_positions.store(residency_->planned());
+  g.policy_hits.store(residency_->policy_hits());
+  g.ram_insert_failures.store(insert_failures_.load());
+  g.disk_put_errors.store(disk_put_errors_.load());
+  g.abandoned_positions.store(residency_->abandoned());
+  g.drift.store(residency_->drift());
+  if (disk_) {
+    DiskTierStats d = disk_->GetStats();
+    g.disk_items.store(d.items);
+    g.disk_live_bytes.store(d.live_bytes);
+    g.disk_file_bytes.store(d.file_bytes);
+    g.disk_budget.store(d.budget_bytes);
+  }
+}
+
+StoreStats Store::Impl::Stats() {
+  StoreStats st;
+  if (InOwner() && !disk_only_ && ctl_ && !closed_.load()) {
+    while (DrainWrites()) {  // count every Put so far on the disk tier
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    AdvanceFrontierLocked();
+    PublishGaugesLocked();
+  }
+  if (ctl_) {
+    const SharedCounters& c = ctl_->counters();
+    st.accesses = c.accesses.load();
+    st.hits_ram = c.hits_ram.load();
+    st.hits_disk = c.hits_disk.load();
+    st.source_loads = c.source_loads.load();
+    st.puts = c.puts.load();
+    st.puts_dropped = c.puts_dropped.load();
+    st.waits = c.waits.load();
+    st.wait_ns = c.wait_ns.load();
+    st.fetch_requests = c.fetch_requests.load();
+    st.fetch_timeouts = c.fetch_timeouts.load();
+    st.expect_waits = c.expect_waits.load();
+    st.expect_timeouts = c.expect_timeouts.load();
+    const OwnerGauges& g = ctl_->gauges();
+    st.prefetched = g.prefetched.load();
+    st.prefetch_bytes = g.prefetch_bytes.load();
+    st.planned_positions = g.planned_positions.load();
+    st.policy_hits = g.policy_hits.load();
+    st.ram_insert_failures = g.ram_insert_failures.load();
+    st.disk_put_errors = g.disk_put_errors.load();
+    st.abandoned_positions = g.abandoned_positions.load();
+    st.drift = g.drift.load();
+    st.total_positions = g.total_positions.load();
+    st.position = ctl_->header()->frontier.load();
+    const uint64_t epoch_length = g.epoch_length.load();
+    st.epoch = epoch_length ? st.position / epoch_length : 0;
+    st.ram_capacity = g.ram_capacity.load();
+    st.ram_capacity_in_items = g.ram_capacity_in_items.load() != 0;
+    st.disk_items = g.disk_items.load();
+    st.disk_live_bytes = g.disk_live_bytes.load();
+    st.disk_file_bytes = g.disk_file_bytes.load();
+    st.disk_budget = g.disk_budget.load();
+  }
+  if (ram_) {
+    RamTierStats r = ram_->Stats();
+    st.ram_items = r.items_resident;
+    st.ram_bytes_used = r.bytes_stored;
+    st.ram_arena_bytes = r.capacity_bytes;
+    // Per dataset id: the RAM tier's shared entry and owner handle, the
+    // control block's expected position (8) and on-disk bit, the owner's
+    // prefetch pins (4), pending-read list (8) and size (4). Not counted:
+    // the policy's and the plan window's state, and the disk index
+    // (bench/STORE.md measures them all).
+    st.ram_bytes_per_item = r.table_bytes_per_item + r.owner_bytes_per_item + 8 + 4 + 8 + 4;
+  }
+  if (InOwner() && disk_) {
+    DiskTierStats d = disk_->GetStats();
+    st.disk_items = d.items;
+    st.disk_live_bytes = d.live_bytes;
+    st.disk_file_bytes = d.file_bytes;
+    st.disk_budget = d.budget_bytes;
+    st.disk_segments = d.segments;
+    st.disk_write_amplification = d.write_amplification;
+    st.disk_space_amplification =
+        d.live_bytes ? static_cast<double>(d.file_bytes) / d.live_bytes : 0;
+    st.disk_corrupt_records = d.corrupt_records;
+    st.disk_evictions = d.evictions;
+    st.disk_compactions = d.compactions;
+    st.disk_index_bytes_per_item = d.index_bytes_per_item;
+    st.io_uring = d.io_uring;
+    st.direct_io = d.direct_io;
+  }
+  return st;
+}
+
+}  // namespace opt4store

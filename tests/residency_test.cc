@@ -1,0 +1,236 @@
+// Residency on its own, without threads, files or shared memory: a fake set
+// of tiers (plain containers) plays the RAM tier, the disk tier's presence
+// bits and the readers' consumed marks, and the tests step it as the store
+// does. One reader in plan order hits exactly what Belady's OPT hits; a
+// prefetch brings the next reads' items and lets them go once read; drift
+// and positions nobody reads are counted and passed.
+#include "engine/store/residency.h"
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "store_test_util.h"
+#include "tests/reference/reference_belady.h"
+#include "tiers/disk_index.h"
+
+namespace opt4store {
+namespace {
+
+using opt4store_test::PlanIds;
+using opt4store_test::ShufflePlan;
+
+class FakeTiers : public ResidencyTiers {
+ public:
+  explicit FakeTiers(uint64_t num_ids) : on_disk(num_ids, false), next_use(num_ids, 0) {}
+
+  bool InRam(ItemId id) const override { return ram.count(id) != 0; }
+  bool OnDisk(ItemId id) const override { return on_disk[id]; }
+  bool Consumed(uint64_t position, ItemId* id) const override {
+    auto it = consumed.find(position);
+    if (it == consumed.end()) return false;
+    *id = it->second;
+    return true;
+  }
+  void RamUsage(uint64_t* items, uint64_t* bytes) const override {
+    *items = ram.size();
+    *bytes = ram.size() * item_bytes;
+  }
+  void Evict(ItemId id) override {
+    REQUIRE(ram.erase(id) == 1);
+    ++evictions;
+  }
+  void ExpectPut(ItemId id, uint64_t position) override { expected[id] = position; }
+  void SetNextUse(ItemId id, uint64_t position) override { next_use[id] = position; }
+  void Drifted(uint64_t position, ItemId planned, ItemId got) override {
+    drifted.push_back({position, planned, got});
+  }
+
+  struct Drift {
+    uint64_t position;
+    ItemId planned, got;
+  };
+  std::set<ItemId> ram;
+  std::vector<bool> on_disk;
+  std::vector<uint64_t> next_use;
+  std::map<uint64_t, ItemId> consumed;
+  std::map<ItemId, uint64_t> expected;
+  std::vector<Drift> drifted;
+  uint64_t item_bytes = 100;
+  uint64_t evictions = 0;
+};
+
+PlanSpec ReplacementPlan(uint64_t n, uint64_t epochs, uint64_t seed) {
+  PlanSpec p = ShufflePlan(n, epochs, seed);
+  p.kind = SamplerKind::kReplacement;
+  return p;
+}
+
+// The store's owner with one reader, position by position: plan ahead of
+// the reader (SyncPlanning), read RAM, mark the position consumed, and on a
+// miss Put the value (into RAM if wanted). Returns the RAM hits.
+uint64_t ReadInOrder(Residency* r, FakeTiers* tiers, const std::vector<ItemId>& ids,
+                     uint64_t depth, uint64_t capacity_items, bool note_sizes) {
+  uint64_t hits = 0;
+  for (uint64_t p = 0; p < ids.size(); ++p) {
+    r->AdvanceFrontier(p);
+    r->PlanAhead(std::max(p + 1, r->frontier() + depth), 0, p);
+    const ItemId id = ids[p];
+    const bool hit = tiers->InRam(id);
+    tiers->consumed[p] = id;
+    if (hit) {
+      ++hits;
+      continue;
+    }
+    if (note_sizes) r->NoteSize(id, tiers->item_bytes);
+    if (p >= r->planned()) r->PlanAhead(p + 1, p + 1, p);
+    if (r->Wanted(p, id, tiers->item_bytes)) tiers->ram.insert(id);
+    INFO("position " << p);
+    REQUIRE(tiers->ram.size() <= capacity_items);
+  }
+  return hits;
+}
+
+TEST_CASE("Residency: one reader in order hits exactly what Belady's OPT hits", "[residency]") {
+  struct Case {
+    const char* name;
+    PlanSpec plan;
+    uint64_t capacity;
+  };
+  const Case cases[] = {
+      {"shuffle 300 x 3, 60", ShufflePlan(300, 3, 5), 60},
+      {"replacement 400 x 4, 40", ReplacementPlan(400, 4, 9), 40},
+      {"replacement 200 x 5, 150", ReplacementPlan(200, 5, 2), 150},
+  };
+  for (const Case& c : cases) {
+    for (uint64_t depth : {uint64_t{1}, uint64_t{16}, uint64_t{512}}) {
+      std::vector<ItemId> ids;
+      REQUIRE(PlanIds(c.plan, &ids).ok());
+      const uint64_t want = reference::Belady(ids, c.capacity, c.plan.dataset_size).hits;
+      INFO(c.name << ", prefetch depth " << depth << ", Belady hits " << want);
+
+      // A capacity in items.
+      FakeTiers items_tiers(c.plan.dataset_size);
+      ResidencyOptions o;
+      o.num_ids = c.plan.dataset_size;
+      o.ram_items = c.capacity;
+      o.prefetch_depth = depth;
+      o.ring_slots = 4096;
+      Residency items(o, &items_tiers);
+      REQUIRE(items.SetPlan(c.plan, 0).ok());
+      CHECK(ReadInOrder(&items, &items_tiers, ids, depth, c.capacity, false) == want);
+      CHECK(items.policy_hits() == want);
+      CHECK(items.drift() == 0);
+
+      // The same capacity in bytes, every item 100 bytes, sizes learnt at
+      // their Put (the planner waits at an unseen item's read for it).
+      FakeTiers bytes_tiers(c.plan.dataset_size);
+      o.ram_items = 0;
+      o.ram_bytes = c.capacity * bytes_tiers.item_bytes;
+      Residency bytes(o, &bytes_tiers);
+      REQUIRE(bytes.SetPlan(c.plan, 0).ok());
+      CHECK(ReadInOrder(&bytes, &bytes_tiers, ids, depth, c.capacity, true) == want);
+    }
+  }
+}
+
+TEST_CASE("Residency: a restart prefetches the next reads from disk and lets them go once read",
+          "[residency]") {
+  const uint64_t n = 64;
+  const PlanSpec plan = ShufflePlan(n, 1, 3);  // one epoch: the policy never hits
+  std::vector<ItemId> ids;
+  REQUIRE(PlanIds(plan, &ids).ok());
+  FakeTiers tiers(n);
+  for (uint64_t id = 0; id < n; ++id) tiers.on_disk[id] = true;  // an earlier run's
+  ResidencyOptions o;
+  o.num_ids = n;
+  o.ram_items = 8;
+  o.prefetch_depth = 20;
+  o.staging_bytes = 10;  // 10 items of cost 1 (an item capacity)
+  o.ring_slots = 256;
+  o.disk = true;
+  Residency r(o, &tiers);
+  REQUIRE(r.SetPlan(plan, 0).ok());
+  // Every id is read once and never again: the disk tier learns it.
+  for (uint64_t id = 0; id < n; ++id) CHECK(tiers.next_use[id] < n);
+
+  r.PlanAhead(o.prefetch_depth, 0, 0);
+  std::vector<ItemId> batch;
+  r.CollectPrefetch(&batch);
+  // The next planned reads, in order, as many as staging holds.
+  REQUIRE(batch == std::vector<ItemId>(ids.begin(), ids.begin() + 10));
+  for (ItemId id : batch) {
+    CHECK(r.Keep(id));
+    tiers.ram.insert(id);  // the prefetch read lands
+  }
+  r.CollectPrefetch(&batch);
+  CHECK(batch.empty());  // staging is full until reads are consumed
+
+  // The reader consumes the first four positions: their items leave RAM
+  // (read once, never again) and four more are prefetched.
+  for (uint64_t p = 0; p < 4; ++p) tiers.consumed[p] = ids[p];
+  r.AdvanceFrontier(4);
+  CHECK(r.frontier() == 4);
+  for (uint64_t p = 0; p < 4; ++p) CHECK(tiers.ram.count(ids[p]) == 0);
+  CHECK(tiers.evictions == 4);
+  r.CollectPrefetch(&batch);
+  CHECK(batch == std::vector<ItemId>(ids.begin() + 10, ids.begin() + 14));
+}
+
+TEST_CASE("Residency: drift and unread positions are counted and passed", "[residency]") {
+  const uint64_t n = 50;
+  const PlanSpec plan = ShufflePlan(n, 2, 1);
+  std::vector<ItemId> ids;
+  REQUIRE(PlanIds(plan, &ids).ok());
+  FakeTiers tiers(n);
+  ResidencyOptions o;
+  o.num_ids = n;
+  o.ram_items = 10;
+  o.prefetch_depth = 4;
+  o.ring_slots = 16;  // readers 8 positions past an unread one leave it behind
+  Residency r(o, &tiers);
+  REQUIRE(r.SetPlan(plan, 0).ok());
+  r.PlanAhead(8, 0, 0);
+
+  SECTION("a read of another id than the plan's") {
+    const ItemId other = ids[0] == 0 ? 1 : 0;
+    tiers.consumed[0] = other;
+    tiers.consumed[1] = ids[1];
+    r.AdvanceFrontier(2);
+    CHECK(r.frontier() == 2);
+    CHECK(r.drift() == 1);
+    REQUIRE(tiers.drifted.size() == 1);
+    CHECK(tiers.drifted[0].position == 0);
+    CHECK(tiers.drifted[0].planned == ids[0]);
+    CHECK(tiers.drifted[0].got == other);
+  }
+  SECTION("a position nobody reads (drop_last) stops the frontier until readers are far past") {
+    for (uint64_t p = 1; p < 8; ++p) tiers.consumed[p] = ids[p];
+    r.AdvanceFrontier(8);
+    CHECK(r.frontier() == 0);  // waits for position 0
+    CHECK(r.abandoned() == 0);
+    for (uint64_t p = 8; p < 12; ++p) tiers.consumed[p] = ids[p];
+    r.PlanAhead(16, 0, 12);
+    r.AdvanceFrontier(12);  // 12 > 0 + 16 / 2: position 0 is left behind
+    CHECK(r.abandoned() == 1);
+    CHECK(r.frontier() == 12);
+  }
+}
+
+TEST_CASE("Residency: without a plan the RAM tier fills once and keeps everything", "[residency]") {
+  FakeTiers tiers(20);
+  ResidencyOptions o;
+  o.num_ids = 20;
+  o.ram_bytes = 350;  // three and a half items of 100 bytes
+  Residency r(o, &tiers);
+  CHECK_FALSE(r.has_plan());
+  for (ItemId id = 0; id < 6; ++id) {
+    if (r.Wanted(kNoPosition, id, tiers.item_bytes)) tiers.ram.insert(id);
+  }
+  CHECK(tiers.ram == std::set<ItemId>{0, 1, 2});
+  for (ItemId id = 0; id < 3; ++id) CHECK(r.Keep(id));
+}
+
+}  // namespace
+}  // namespace opt4store
