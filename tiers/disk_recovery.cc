@@ -1,0 +1,260 @@
+// DiskTier::Impl::Open and recovery (disk_tier_impl.h; the write order it
+// relies on is at the top of disk_tier.cc): the LOCK, the RocksDB index and
+// its format key, the segment files found on disk, and the records past each
+// segment's watermark, re-indexed when valid, cut off at the first torn one.
+#include "tiers/disk_tier_impl.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace opt4store {
+
+Status DiskTier::Impl::Open() {
+  if (options_.budget_bytes == 0) return Status::InvalidArgument("budget_bytes must be > 0");
+  if (options_.queue_depth == 0 || options_.queue_depth > 4096) {
+    return Status::InvalidArgument("queue_depth must be in [1, 4096]");
+  }
+  if (!(options_.compact_below_live_ratio >= 0 && options_.compact_below_live_ratio <= 1)) {
+    return Status::InvalidArgument("compact_below_live_ratio must be in [0, 1]");
+  }
+  if (!(options_.max_dead_fraction >= 0 && options_.max_dead_fraction < 1)) {
+    return Status::InvalidArgument("max_dead_fraction must be in [0, 1)");
+  }
+  // One segment of the budget is the compaction reserve: at most 1/8. The
+  // slot table holds 65535 segments, so a huge budget gets larger segments.
+  segment_bytes_ = std::min({options_.segment_bytes, options_.budget_bytes / 8, kMaxSegmentBytes});
+  segment_bytes_ = std::max(segment_bytes_, options_.budget_bytes / 60000);
+  if (segment_bytes_ < kMinSegmentBytes) {
+    return Status::InvalidArgument("budget_bytes must be at least 32 KiB and segment_bytes 4 KiB");
+  }
+
+  OPT4STORE_RETURN_IF_ERROR(env_->CreateDirIfMissing(dir_));
+  OPT4STORE_RETURN_IF_ERROR(env_->LockFile(dir_ + "/LOCK", &lock_));
+  OPT4STORE_RETURN_IF_ERROR(env_->CreateDirIfMissing(segment_dir_));
+
+  rocksdb::Options ro;
+  ro.create_if_missing = true;
+  // RocksDB's info LOG keeps warnings and errors only (a damaged index, a
+  // full disk), in at most two files of 1 MiB. No stats dump or persist
+  // timer: Stats() holds the store's own counters, and the dump ran
+  // RocksDB's DumpStats on a timer thread every 10 minutes for nothing.
+  ro.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  ro.max_log_file_size = 1 << 20;
+  ro.keep_log_file_num = 2;
+  ro.stats_dump_period_sec = 0;
+  ro.stats_persist_period_sec = 0;
+  ro.max_background_jobs = 2;
+  ro.write_buffer_size = 16 << 20;
+  ro.compression = rocksdb::kNoCompression;  // 37-byte values; not worth it
+  rocksdb::DB* db = nullptr;
+  OPT4STORE_RETURN_IF_ERROR(
+      FromRocks(rocksdb::DB::Open(ro, dir_ + "/index", &db), "open index " + dir_ + "/index"));
+  db_.reset(db);
+
+  std::string format;
+  rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), kFormatKey, &format);
+  if (rs.IsNotFound()) {
+    OPT4STORE_RETURN_IF_ERROR(
+        FromRocks(db_->Put(rocksdb::WriteOptions(), kFormatKey, kFormatValue), "write format"));
+  } else if (!rs.ok()) {
+    return FromRocks(rs, "read format");
+  } else if (format != kFormatValue) {
+    return Status::NotSupported("store " + dir_ + " has format '" + format + "', expected '" +
+                                kFormatValue + "'");
+  }
+  OPT4STORE_RETURN_IF_ERROR(Recover());
+  // Set up one read queue now: a missing io_uring is reported at Open, and
+  // GetStats() knows which path reads take.
+  std::unique_ptr<Reader> reader = AcquireReader();
+  if (!reader) return Status::IOError("cannot create a read queue");
+  ReleaseReader(std::move(reader));
+  return Status::OK();
+}
+
+Status DiskTier::Impl::Recover() {
+  std::lock_guard<std::mutex> wlock(write_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
+  index_.Reserve(std::min<size_t>(options_.expected_ids, size_t{kMaxItemId} + 1));
+  segments_.clear();
+  segments_.emplace_back();  // slot 0: "not stored"
+
+  // Segment files on disk.
+  std::vector<std::string> names;
+  OPT4STORE_RETURN_IF_ERROR(env_->GetChildren(segment_dir_, &names));
+  std::vector<uint32_t> numbers;
+  for (const std::string& name : names) {
+    uint32_t number;
+    if (ParseSegmentName(name, &number)) numbers.push_back(number);
+  }
+  std::sort(numbers.begin(), numbers.end());
+  if (numbers.size() >= DiskIndex::kMaxSlots) {
+    return Status::NotSupported("too many segment files in " + segment_dir_);
+  }
+  std::unordered_map<uint32_t, uint16_t> slot_of;
+  for (uint32_t number : numbers) {
+    auto seg = std::make_unique<Segment>();
+    seg->number = number;
+    seg->name = SegmentName(number);
+    std::unique_ptr<File> file;
+    FileOptions fo;
+    fo.direct_reads = options_.direct_io;
+    OPT4STORE_RETURN_IF_ERROR(env_->OpenFile(SegmentPath(seg->name), fo, &file));
+    OPT4STORE_RETURN_IF_ERROR(file->Size(&seg->size));
+    seg->file = std::move(file);
+    slot_of[number] = static_cast<uint16_t>(segments_.size());
+    segments_.push_back(std::move(seg));
+  }
+  std::vector<uint64_t> scan_from(segments_.size(), 0);
+
+  rocksdb::WriteBatch batch;
+  uint64_t max_seq = 0;
+  uint64_t value = 0;
+  std::string text;
+  if (db_->Get(rocksdb::ReadOptions(), kSequenceKey, &text).ok() && ParseFixed64(text, &value)) {
+    max_seq = value;
+  }
+  if (db_->Get(rocksdb::ReadOptions(), kNextSegmentKey, &text).ok() &&
+      ParseFixed64(text, &value) && value <= UINT32_MAX) {
+    next_segment_number_ = std::max<uint32_t>(1, static_cast<uint32_t>(value));
+  }
+  if (!numbers.empty()) next_segment_number_ = std::max(next_segment_number_, numbers.back() + 1);
+
+  // Watermarks; keys of segments whose file is gone are removed.
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  const std::string seg_prefix(1, kSegmentTag);
+  for (it->Seek(seg_prefix); it->Valid() && it->key().starts_with(seg_prefix); it->Next()) {
+    if (it->key().size() != 5) continue;
+    const uint32_t number = GetBE32(it->key().data() + 1);
+    auto found = slot_of.find(number);
+    if (found == slot_of.end()) {
+      batch.Delete(it->key());
+      continue;
+    }
+    if (it->value().size() == 8) scan_from[found->second] = GetLE(it->value().data(), 8);
+  }
+  OPT4STORE_RETURN_IF_ERROR(FromRocks(it->status(), "read segment list"));
+
+  // Index entries; those pointing at a missing segment or past its end go.
+  const std::string index_prefix(1, kIndexTag);
+  uint64_t dropped = 0;
+  for (it->Seek(index_prefix); it->Valid() && it->key().starts_with(index_prefix); it->Next()) {
+    IndexValue v;
+    if (it->key().size() != 5 || !DecodeIndexValue(it->value(), &v)) {
+      batch.Delete(it->key());
+      ++dropped;
+      continue;
+    }
+    const ItemId id = GetBE32(it->key().data() + 1);
+    auto found = slot_of.find(v.segment);
+    if (found == slot_of.end() ||
+        uint64_t{v.offset} + v.length > segments_[found->second]->size ||
+        v.length < kRecordHeaderSize) {
+      batch.Delete(it->key());
+      ++dropped;
+      continue;
+    }
+    const uint16_t slot = found->second;
+    index_.Put(id, DiskIndex::Location{slot, v.offset, v.length}, nullptr);
+    segments_[slot]->live_bytes += v.length;
+    live_bytes_ += v.length;
+    scan_from[slot] = std::max<uint64_t>(scan_from[slot], uint64_t{v.offset} + v.length);
+    max_seq = std::max(max_seq, v.sequence);
+  }
+  OPT4STORE_RETURN_IF_ERROR(FromRocks(it->status(), "read index"));
+  it.reset();
+  dropped_on_open_ = dropped;
+
+  // Tails: records written after the last indexed one.
+  std::unordered_map<ItemId, uint64_t> recovered_seq;
+  for (size_t slot = 1; slot < segments_.size(); ++slot) {
+    OPT4STORE_RETURN_IF_ERROR(ScanTail(static_cast<uint16_t>(slot), scan_from[slot], &batch,
+                                       &recovered_seq, &max_seq));
+  }
+  for (size_t slot = 1; slot < segments_.size(); ++slot) file_bytes_ += segments_[slot]->size;
+
+  next_sequence_ = max_seq + 1;
+  batch.Put(kSequenceKey, Fixed64(max_seq));
+  batch.Put(kNextSegmentKey, Fixed64(next_segment_number_));
+  rocksdb::WriteOptions wo;
+  wo.sync = syncing();
+  OPT4STORE_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "write recovered index"));
+
+  // Keep appending to the newest segment while it has room.
+  if (segments_.size() > 1 && segments_.back()->size < segment_bytes_) {
+    active_ = static_cast<uint16_t>(segments_.size() - 1);
+    // A crashed predecessor may have left its last bytes dirty in the page
+    // cache: read them through it until the next sync.
+    segments_[active_]->dirty = true;
+  }
+  return Status::OK();
+}
+
+// REQUIRES: write_mu_ and mu_ held (Open only).
+Status DiskTier::Impl::ScanTail(uint16_t slot, uint64_t from, rocksdb::WriteBatch* batch,
+                                std::unordered_map<ItemId, uint64_t>* recovered_seq,
+                                uint64_t* max_seq) {
+  Segment* seg = segments_[slot].get();
+  uint64_t pos = from;
+  std::string record;
+  while (pos < seg->size) {
+    char head[kRecordHeaderSize];
+    size_t got = 0;
+    OPT4STORE_RETURN_IF_ERROR(ReadFully(seg->file.get(), pos, sizeof(head), head, &got));
+    RecordHeader h;
+    if (got < sizeof(head) || !DecodeRecordHeader(head, got, &h).ok() ||
+        pos + h.record_size() > seg->size || pos + h.record_size() > UINT32_MAX) {
+      break;
+    }
+    record.resize(h.record_size());
+    OPT4STORE_RETURN_IF_ERROR(ReadFully(seg->file.get(), pos, record.size(), record.data(), &got));
+    if (got < record.size() || !VerifyRecord(record.data(), got, h.id, &h).ok()) break;
+
+    // A valid record whose index batch was lost. It wins unless the index
+    // already holds a version at least as new.
+    bool newer = true;
+    DiskIndex::Location old;
+    if (index_.Lookup(h.id, &old)) {
+      uint64_t current_seq = 0;
+      auto r = recovered_seq->find(h.id);
+      if (r != recovered_seq->end()) {
+        current_seq = r->second;
+      } else {
+        std::string v;
+        IndexValue iv;
+        if (db_->Get(rocksdb::ReadOptions(), IndexKey(h.id), &v).ok() &&
+            DecodeIndexValue(v, &iv)) {
+          current_seq = iv.sequence;
+        }
+      }
+      newer = h.sequence > current_seq;
+    }
+    if (newer) {
+      const DiskIndex::Location loc{slot, static_cast<uint32_t>(pos),
+                                    static_cast<uint32_t>(h.record_size())};
+      if (index_.Put(h.id, loc, &old)) {
+        segments_[old.slot]->live_bytes -= old.length;
+        live_bytes_ -= old.length;
+      }
+      seg->live_bytes += loc.length;
+      live_bytes_ += loc.length;
+      (*recovered_seq)[h.id] = h.sequence;
+      batch->Put(IndexKey(h.id), EncodeIndexValue(MakeIndexValue(h, seg->number, loc.offset)));
+      ++recovered_;
+    }
+    *max_seq = std::max(*max_seq, h.sequence);
+    pos += h.record_size();
+  }
+  if (pos < seg->size) {
+    std::fprintf(stderr, "opt4store: %s: truncating a torn tail at offset %" PRIu64 " (%" PRIu64
+                         " bytes)\n",
+                 SegmentPath(seg->name).c_str(), pos, seg->size - pos);
+    OPT4STORE_RETURN_IF_ERROR(seg->file->Truncate(pos));
+    truncated_bytes_ += seg->size - pos;
+    seg->size = pos;
+  }
+  // The watermark never points past the end: appends continue from there.
+  batch->Put(SegmentKey(seg->number), Fixed64(std::min(pos, seg->size)));
+  return Status::OK();
+}
+
+}  // namespace opt4store

@@ -1,0 +1,181 @@
+// DiskTier::Impl: the state behind DiskTier (disk_tier.h), and where each of
+// its jobs lives:
+//   disk_tier.cc        the facade, Open's options, sync, Verify, metadata,
+//                       stats, Close; the locking rules and the write order
+//                       that crash safety rests on
+//   disk_format.h       the RocksDB keys and values of the index
+//   disk_recovery.cc    Open: the index, the segments, the tails to re-index
+//   disk_read_pool.cc   reads: pooled io_uring queues, MultiGet, CRC checks
+//   disk_writes.cc      Put, Delete, segment roll-over, eviction by next use
+//   disk_compaction.cc  Compact: live records copied out of sparse segments
+// Internal to tiers/.
+#ifndef OPT4STORE_TIERS_DISK_TIER_IMPL_H_
+#define OPT4STORE_TIERS_DISK_TIER_IMPL_H_
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/base/env.h"
+#include "tiers/aligned_buffer.h"
+#include "tiers/disk_format.h"
+#include "tiers/disk_index.h"
+#include "tiers/disk_tier.h"
+#include "tiers/segment.h"
+
+namespace opt4store {
+
+constexpr uint64_t kMaxSegmentBytes = uint64_t{2} << 30;
+constexpr uint64_t kMinSegmentBytes = 4096;
+// Compaction collects the records of a segment from the index in chunks of
+// this many ids, releasing mu_ in between so that readers get through.
+constexpr size_t kScanChunk = 1 << 16;
+// Index updates of a compaction are committed in batches of this size.
+constexpr size_t kCompactionBatch = 256;
+
+class DiskTier::Impl {
+ public:
+  Impl(const DiskTierOptions& options, std::string dir);
+  ~Impl();
+
+  Status Open();
+  Status Put(ItemId id, std::string_view meta, std::string_view payload,
+             std::vector<ItemId>* evicted);
+  void MultiGet(const ItemId* ids, size_t n, const RecordCallback& fn);
+  bool Contains(ItemId id) const;
+  Status ForEachItemSize(const std::function<void(ItemId id, uint64_t bytes)>& fn) const;
+  Status Delete(ItemId id);
+  void SetNextUse(ItemId id, uint64_t next_use);
+  Status Flush();
+  Status Compact();
+  Status Verify(VerifyReport* report);
+  Status PutMeta(std::string_view key, std::string_view value);
+  Status GetMeta(std::string_view key, std::string* value);
+  DiskTierStats GetStats() const;
+  std::vector<DiskSegmentInfo> Segments() const;
+  Status Close();
+
+ private:
+  struct Segment {
+    uint32_t number = 0;
+    std::string name;
+    std::shared_ptr<File> file;
+    uint64_t size = 0;        // bytes appended (the file's logical end)
+    uint64_t live_bytes = 0;  // bytes of records the index points to
+    // Written since its last fdatasync. Set and cleared under write_mu_ and
+    // mu_; readers (mu_) read a clean segment with O_DIRECT and a dirty one
+    // through the page cache, where its recent bytes still are.
+    bool dirty = false;
+  };
+
+  // One record to read, with everything needed to read it without mu_.
+  struct ReadTarget {
+    ItemId id = 0;
+    DiskIndex::Location loc;
+    std::shared_ptr<File> file;
+    std::string segment;  // file name, for messages
+    bool direct = false;  // the segment is synced: O_DIRECT cannot meet dirty pages
+  };
+
+  // A read queue with its buffers; pooled, one per concurrent reader. One
+  // slot more than the queue's depth: a completion is processed (CRC, copy)
+  // after its replacement read has been started.
+  struct Reader {
+    struct Slot {
+      size_t target = 0;
+      uint64_t base = 0;  // start of the read (aligned for O_DIRECT)
+      size_t need = 0;    // bytes from base to the record's end
+      size_t total = 0;   // bytes from base to the end of the read
+    };
+    std::unique_ptr<ReadQueue> queue;
+    std::vector<AlignedBuffer> buffers;
+    std::vector<ReadRequest> requests;
+    std::vector<Slot> slots;
+    std::vector<unsigned> free;
+  };
+
+  bool every_put() const { return options_.sync == DiskTierOptions::SyncMode::kEveryPut; }
+  bool syncing() const { return options_.sync != DiskTierOptions::SyncMode::kNone; }
+  rocksdb::WriteOptions WriteOpts() const {
+    rocksdb::WriteOptions wo;
+    wo.sync = every_put();
+    return wo;
+  }
+  std::string SegmentPath(const std::string& name) const { return segment_dir_ + "/" + name; }
+
+  Status Recover();
+  Status ScanTail(uint16_t slot, uint64_t from, rocksdb::WriteBatch* batch,
+                  std::unordered_map<ItemId, uint64_t>* recovered_seq, uint64_t* max_seq);
+
+  // Reads each target's record (an aligned superset of it, O_DIRECT where
+  // the file allows) with up to queue_depth reads in flight. fn(i, status,
+  // record) runs once per target as soon as its bytes are in, while other
+  // reads are still in flight; record (OK only) is valid during the call.
+  using RecordFn = std::function<void(size_t target, Status status, const char* record)>;
+  void ReadRecords(const ReadTarget* targets, size_t n, const RecordFn& fn);
+  std::unique_ptr<Reader> AcquireReader();
+  void ReleaseReader(std::unique_ptr<Reader> reader);
+
+  // Collects what a read needs. REQUIRES: mu_ held.
+  bool TargetLocked(ItemId id, ReadTarget* target) const;
+
+  // The rest REQUIRE write_mu_ held.
+  Status MakeRoom(uint64_t size, std::vector<ItemId>* evicted);
+  Status EvictOne(std::vector<ItemId>* evicted);
+  Status RollOver();
+  Status EnsureActiveFits(uint64_t size);
+  // Appends a record's bytes to the active segment; on failure truncates
+  // them away again. *slot, *offset: where it went.
+  Status Append(const std::string_view* parts, size_t count, uint64_t size, uint16_t* slot,
+                uint64_t* offset);
+  void RollBack(uint16_t slot, uint64_t offset);
+  Status CompactSegment(uint16_t slot);
+  Status SyncDirty();
+  void DropCorruptLocked(ItemId id, const DiskIndex::Location& loc);
+  void DropCorrupt(ItemId id, const DiskIndex::Location& loc);
+
+  const DiskTierOptions options_;
+  Env* const env_;
+  const std::string dir_;
+  const std::string segment_dir_;
+  uint64_t segment_bytes_ = 0;  // effective; also the compaction reserve
+
+  std::unique_ptr<FileLock> lock_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::atomic<bool> closed_{false};
+
+  std::mutex write_mu_;
+  uint16_t active_ = 0;               // GUARDED_BY(write_mu_): slot of the active segment
+  uint32_t next_segment_number_ = 1;  // GUARDED_BY(write_mu_)
+  uint64_t next_sequence_ = 1;        // GUARDED_BY(write_mu_)
+  bool dir_dirty_ = false;            // GUARDED_BY(write_mu_): segments created or removed
+
+  mutable std::mutex mu_;
+  DiskIndex index_;                                // GUARDED_BY(mu_)
+  std::vector<std::unique_ptr<Segment>> segments_;  // GUARDED_BY(mu_): by slot, [0] unused
+  std::vector<uint16_t> free_slots_;               // GUARDED_BY(mu_)
+  uint64_t file_bytes_ = 0;                        // GUARDED_BY(mu_)
+  uint64_t live_bytes_ = 0;                        // GUARDED_BY(mu_)
+
+  std::mutex reader_mu_;
+  std::vector<std::unique_ptr<Reader>> idle_readers_;  // GUARDED_BY(reader_mu_)
+
+  // Counters; relaxed atomics, read together by GetStats.
+  std::atomic<uint64_t> puts_{0}, user_bytes_{0}, physical_bytes_{0}, compressed_{0};
+  std::atomic<uint64_t> gets_{0}, hits_{0}, corrupt_{0}, read_errors_{0};
+  std::atomic<uint64_t> evictions_{0}, compactions_{0}, compaction_bytes_{0};
+  std::atomic<uint64_t> recovered_{0}, dropped_on_open_{0}, truncated_bytes_{0};
+  std::atomic<bool> uses_io_uring_{false};
+};
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_TIERS_DISK_TIER_IMPL_H_

@@ -1,0 +1,249 @@
+// Writes (disk_tier_impl.h): Put appends a record to the active segment and
+// indexes it in one RocksDB batch with the segment's watermark; segments roll
+// over at segment_bytes; over budget, items never read again leave first,
+// then the one read furthest in the future. All under write_mu_.
+#include "tiers/disk_tier_impl.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace opt4store {
+
+Status DiskTier::Impl::Put(ItemId id, std::string_view meta, std::string_view payload,
+                           std::vector<ItemId>* evicted) {
+  if (id > kMaxItemId) {
+    return Status::InvalidArgument("id " + std::to_string(id) + " is over the limit of " +
+                                   std::to_string(kMaxItemId));
+  }
+  if (meta.size() > kMaxMetaBytes) {
+    return Status::InvalidArgument("meta of " + std::to_string(meta.size()) +
+                                   " bytes is over the 64 KiB limit");
+  }
+  if (kRecordHeaderSize + meta.size() + payload.size() > kMaxRecordBytes) {
+    return Status::InvalidArgument("record over 4 GiB");
+  }
+  // Compression runs before the lock, so that readers and the writer's
+  // other work do not wait for it.
+  EncodedRecord rec;
+  EncodeRecord(id, meta, payload,
+               options_.compression == DiskTierOptions::Compression::kAuto, &rec);
+
+  std::lock_guard<std::mutex> wlock(write_mu_);
+  if (closed_) return Status::IOError("disk tier is closed");
+  const uint64_t size = rec.size();
+  OPT4STORE_RETURN_IF_ERROR(MakeRoom(size, evicted));
+  SealRecord(next_sequence_, &rec);
+
+  const std::string_view parts[2] = {rec.head, rec.body};
+  uint16_t slot = 0;
+  uint64_t offset = 0;
+  OPT4STORE_RETURN_IF_ERROR(Append(parts, 2, size, &slot, &offset));
+  Segment* seg = segments_[slot].get();  // stable: only this thread changes the table
+  if (every_put()) {
+    Status s = seg->file->Sync();
+    if (!s.ok()) {
+      RollBack(slot, offset);
+      return s;
+    }
+  }
+  rocksdb::WriteBatch batch;
+  batch.Put(IndexKey(id), EncodeIndexValue(MakeIndexValue(rec.header, seg->number,
+                                                          static_cast<uint32_t>(offset))));
+  batch.Put(SegmentKey(seg->number), Fixed64(offset + size));
+  batch.Put(kSequenceKey, Fixed64(next_sequence_));
+  Status s = FromRocks(db_->Write(WriteOpts(), &batch), "write index");
+  if (!s.ok()) {
+    RollBack(slot, offset);
+    return s;
+  }
+  ++next_sequence_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    DiskIndex::Location old;
+    const DiskIndex::Location loc{slot, static_cast<uint32_t>(offset), static_cast<uint32_t>(size)};
+    if (index_.Put(id, loc, &old)) {
+      segments_[old.slot]->live_bytes -= old.length;
+      live_bytes_ -= old.length;
+    }
+    seg->live_bytes += size;
+    live_bytes_ += size;
+    if (every_put()) seg->dirty = false;  // synced above
+  }
+  puts_.fetch_add(1, std::memory_order_relaxed);
+  user_bytes_.fetch_add(meta.size() + payload.size(), std::memory_order_relaxed);
+  if (rec.header.codec == Codec::kLz4) compressed_.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
+Status DiskTier::Impl::Append(const std::string_view* parts, size_t count, uint64_t size,
+                              uint16_t* slot, uint64_t* offset) {
+  OPT4STORE_RETURN_IF_ERROR(EnsureActiveFits(size));
+  Segment* seg = segments_[active_].get();
+  *slot = active_;
+  *offset = seg->size;
+  Status s = seg->file->Write(*offset, parts, count);
+  if (!s.ok()) {
+    RollBack(active_, *offset);
+    return s.WithContext("append to " + seg->name);
+  }
+  physical_bytes_.fetch_add(size, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  seg->size += size;
+  seg->dirty = true;
+  file_bytes_ += size;
+  return Status::OK();
+}
+
+void DiskTier::Impl::RollBack(uint16_t slot, uint64_t offset) {
+  Segment* seg = segments_[slot].get();
+  // If the truncate fails too, the next append overwrites the bytes (writes
+  // go to our own offset, not O_APPEND) and recovery would cut them off.
+  seg->file->Truncate(offset).PermitUncheckedError();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (seg->size > offset) {
+    file_bytes_ -= seg->size - offset;
+    seg->size = offset;
+  }
+}
+
+Status DiskTier::Impl::EnsureActiveFits(uint64_t size) {
+  if (active_ != 0) {
+    const Segment* seg = segments_[active_].get();
+    // A record larger than a segment gets a segment of its own.
+    if (seg->size == 0 || seg->size + size <= segment_bytes_) return Status::OK();
+  }
+  return RollOver();
+}
+
+Status DiskTier::Impl::RollOver() {
+  // Seal the active segment: with O_DIRECT reads, sync it (in every
+  // SyncMode), so that its reads need not wait for writeback. The kernel
+  // would have to write these bytes soon anyway.
+  if (options_.direct_io && active_ != 0 && segments_[active_]->dirty) {
+    Segment* sealed = segments_[active_].get();
+    OPT4STORE_RETURN_IF_ERROR(sealed->file->Sync());
+    std::lock_guard<std::mutex> lock(mu_);
+    sealed->dirty = false;
+  }
+  const uint32_t number = next_segment_number_;
+  uint16_t slot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_slots_.empty() && segments_.size() > DiskIndex::kMaxSlots) {
+      return Status::NoSpace("more than 65535 segment files");
+    }
+  }
+  // Number first, so that a crash cannot hand the same number out twice.
+  rocksdb::WriteBatch batch;
+  batch.Put(kNextSegmentKey, Fixed64(uint64_t{number} + 1));
+  batch.Put(SegmentKey(number), Fixed64(0));
+  OPT4STORE_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), "write segment list"));
+  next_segment_number_ = number + 1;
+
+  auto seg = std::make_unique<Segment>();
+  seg->number = number;
+  seg->name = SegmentName(number);
+  std::unique_ptr<File> file;
+  FileOptions fo;
+  fo.direct_reads = options_.direct_io;
+  OPT4STORE_RETURN_IF_ERROR(env_->OpenFile(SegmentPath(seg->name), fo, &file));
+  seg->file = std::move(file);
+  dir_dirty_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_slots_.empty()) {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+      segments_[slot] = std::move(seg);
+    } else {
+      slot = static_cast<uint16_t>(segments_.size());
+      segments_.push_back(std::move(seg));
+    }
+  }
+  active_ = slot;
+  if (every_put()) OPT4STORE_RETURN_IF_ERROR(env_->SyncDir(segment_dir_));
+  return Status::OK();
+}
+
+Status DiskTier::Impl::MakeRoom(uint64_t size, std::vector<ItemId>* evicted) {
+  const uint64_t budget = options_.budget_bytes;
+  // Refuse a record that can never fit before evicting anything for it.
+  if (size + segment_bytes_ > budget) {
+    return Status::NoSpace("a record of " + std::to_string(size) +
+                           " bytes does not fit in the disk budget of " + std::to_string(budget) +
+                           " bytes (" + std::to_string(segment_bytes_) +
+                           " held back for compaction)");
+  }
+  for (;;) {
+    uint16_t best = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Room for the record plus the compaction reserve: done.
+      if (file_bytes_ + size + segment_bytes_ <= budget) return Status::OK();
+      // The segment with the lowest live ratio whose live bytes fit in the
+      // free space (the copy needs them) is the one to compact.
+      const uint64_t free = budget > file_bytes_ ? budget - file_bytes_ : 0;
+      double best_ratio = 2;
+      for (size_t s = 1; s < segments_.size(); ++s) {
+        const Segment* seg = segments_[s].get();
+        if (seg == nullptr || seg->size == 0 || seg->live_bytes >= seg->size) continue;
+        if (seg->live_bytes > free) continue;
+        const double ratio = static_cast<double>(seg->live_bytes) / static_cast<double>(seg->size);
+        if (ratio < best_ratio) {
+          best_ratio = ratio;
+          best = static_cast<uint16_t>(s);
+        }
+      }
+      // Nothing left to reclaim or evict: every segment is empty, so the
+      // check above guarantees room. Defensive: never loop forever.
+      if (best == 0 && index_.size() == 0) {
+        if (file_bytes_ + size <= budget) return Status::OK();
+        return Status::NoSpace("disk budget exhausted by unreclaimable segments");
+      }
+      // Compacting a mostly live segment rewrites a lot to free a little:
+      // evict instead, until a segment is sparse or dead space is plenty.
+      const uint64_t dead = file_bytes_ - live_bytes_;
+      if (best != 0 && index_.size() > 0 && best_ratio > options_.compact_below_live_ratio &&
+          static_cast<double>(dead) < options_.max_dead_fraction * static_cast<double>(budget)) {
+        best = 0;
+      }
+    }
+    if (best != 0) {
+      OPT4STORE_RETURN_IF_ERROR(CompactSegment(best));
+    } else {
+      OPT4STORE_RETURN_IF_ERROR(EvictOne(evicted));
+    }
+  }
+}
+
+Status DiskTier::Impl::EvictOne(std::vector<ItemId>* evicted) {
+  ItemId victim;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    victim = index_.Victim();
+    DiskIndex::Location loc;
+    index_.Erase(victim, &loc);
+    segments_[loc.slot]->live_bytes -= loc.length;
+    live_bytes_ -= loc.length;
+  }
+  evictions_.fetch_add(1, std::memory_order_relaxed);
+  if (evicted != nullptr) evicted->push_back(victim);
+  return FromRocks(db_->Delete(WriteOpts(), IndexKey(victim)), "evict from index");
+}
+
+Status DiskTier::Impl::Delete(ItemId id) {
+  std::lock_guard<std::mutex> wlock(write_mu_);
+  if (closed_) return Status::IOError("disk tier is closed");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    DiskIndex::Location loc;
+    if (!index_.Erase(id, &loc)) {
+      return Status::NotFound("id " + std::to_string(id) + " is not on disk");
+    }
+    segments_[loc.slot]->live_bytes -= loc.length;
+    live_bytes_ -= loc.length;
+  }
+  return FromRocks(db_->Delete(WriteOpts(), IndexKey(id)), "delete from index");
+}
+
+}  // namespace opt4store
