@@ -44,13 +44,13 @@ class _Leaf:
         return (_Leaf, (self.kind, self.dtype, self.shape, self.offset, self.nbytes))
 
 
-_TORCH_DTYPE_NAMES = {
+TORCH_DTYPE_NAMES = {
     torch.bool: "bool", torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
     torch.int32: "int32", torch.int64: "int64", torch.float16: "float16",
     torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float64: "float64",
     torch.complex64: "complex64", torch.complex128: "complex128",
 }
-_NAME_TO_TORCH = {v: k for k, v in _TORCH_DTYPE_NAMES.items()}
+_NAME_TO_TORCH = {v: k for k, v in TORCH_DTYPE_NAMES.items()}
 
 
 # (kind, itemsize) of the numpy dtypes the value header can name.
@@ -67,7 +67,7 @@ def _structurable(value, depth=0):
     if depth > 32:
         return False
     if isinstance(value, torch.Tensor):
-        return value.dtype in _TORCH_DTYPE_NAMES
+        return value.dtype in TORCH_DTYPE_NAMES
     if isinstance(value, np.ndarray):
         return _supported_array(value)
     if isinstance(value, (np.generic,) + _PLAIN):
@@ -99,7 +99,7 @@ def encode(value):
             if isinstance(v, torch.Tensor):
                 t = v.detach().cpu().resolve_conj().resolve_neg().contiguous()
                 data = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else np.empty(0, np.uint8)
-                leaf = _Leaf("t", _TORCH_DTYPE_NAMES[t.dtype], tuple(t.shape), size, data.nbytes)
+                leaf = _Leaf("t", TORCH_DTYPE_NAMES[t.dtype], tuple(t.shape), size, data.nbytes)
             elif isinstance(v, np.ndarray):
                 a = np.ascontiguousarray(v)
                 if a.dtype.byteorder == ">":

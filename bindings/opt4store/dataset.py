@@ -6,7 +6,6 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from . import _values
 from .store import NO_POSITION
 
 
@@ -26,17 +25,15 @@ class CachedDataset(torch.utils.data.Dataset):
     def __init__(self, dataset, store, sampler=None):
         self.dataset = dataset
         self.store = store
-        store._bind(len(dataset), sampler)
+        store.bind(len(dataset), sampler)
         # A memoryview indexes to a Python int in tens of nanoseconds. The
         # plan as the store numbers positions: host positions when the store
         # is shared by a host's local ranks (a view, see PlannedSampler).
-        plan = sampler._store_plan() if sampler is not None else None
+        plan = sampler.store_plan() if sampler is not None else None
         self._plan = memoryview(plan) if isinstance(plan, np.ndarray) else plan
         self._cursor = sampler.position() if sampler is not None else 0
-        self._stride, self._offset = (sampler._stride, sampler._offset) \
-            if sampler is not None else (1, 0)
+        self._stride, self._offset = sampler.store_layout if sampler is not None else (1, 0)
         self._warned_drift = False
-        self._get = store._core.get
 
     def __len__(self):
         return len(self.dataset)
@@ -48,11 +45,11 @@ class CachedDataset(torch.utils.data.Dataset):
         elif self._plan is not None and (position >= len(self._plan) or
                                          self._plan[position] != index):
             self._drift(index, position)
-        result = self._get(position, index)
+        result = self.store.get(position, index)
         if result is not None:
-            return result if type(result) is torch.Tensor else _values.decode(result)
+            return result
         value = self.dataset[int(index)]
-        self._put(position, int(index), value)
+        self.store.put(position, int(index), value)
         if type(value) is torch.Tensor and not value.is_contiguous():
             value = value.contiguous()  # as every later read returns it
         return value
@@ -75,17 +72,8 @@ class CachedDataset(torch.utils.data.Dataset):
                 "follow the plan. stats()['drift'] counts such reads.",
                 RuntimeWarning, stacklevel=3)
 
-    def _put(self, position, index, value):
-        core = self.store._core
-        if isinstance(value, torch.Tensor) and value.dtype in _values._TORCH_DTYPE_NAMES:
-            core.put_tensor(position, index, value)
-            return
-        meta, payload = _values.encode(value)
-        core.put_encoded(position, index, meta, payload)
-
     def __getstate__(self):
         state = dict(self.__dict__)
-        del state["_get"]
         if isinstance(self._plan, memoryview):
             state["_plan"] = self._plan.obj  # memoryviews do not pickle
         return state
@@ -94,4 +82,3 @@ class CachedDataset(torch.utils.data.Dataset):
         self.__dict__.update(state)
         if isinstance(self._plan, np.ndarray):
             self._plan = memoryview(self._plan)
-        self._get = self.store._core.get

@@ -112,7 +112,7 @@ def _alive(pid):
 
 class LocalSharing:
     """How a Store with ``shared="local"`` finds its owner. Internal: the
-    Store creates it and calls bind() when a dataset binds the store."""
+    Store creates it and calls connect() when a dataset binds the store."""
 
     def __init__(self, path, local_rank=None, local_world_size=None, name=None, timeout=300.0):
         self.path = path
@@ -132,42 +132,33 @@ class LocalSharing:
 
     # ---- binding
 
-    def bind(self, store, dataset_size, sampler):
-        """Local rank 0 opens the store and plans it; the others attach.
+    def connect(self, open_owner, dataset_size, check_sampler=None):
+        """Local rank 0 opens the store by calling open_owner() (which returns
+        the opened core, planned) and publishes its handle; every other local
+        rank checks its sampler with check_sampler(local_rank,
+        local_world_size) and attaches to that handle. Returns (core, owner).
         Errors on either side reach every local rank (no rank waits for an
-        owner that failed)."""
+        owner that failed); a core this call opened is closed on failure."""
         local_rank, local_world = self.layout()
         if local_world == 1:
-            store._open(dataset_size)
-            if sampler is not None:
-                sampler._attach_store(store)
-            return
+            return open_owner(), True
         dist = _process_group()
         if dist is None and not self.path and not self.name:
             raise InvalidArgumentError(
                 "shared='local' without a torch.distributed process group needs a path or "
                 "shared_name= for the local ranks to find the owner's handle")
-        handle, error = None, None
+        core, handle, error = None, None, None
         if local_rank == 0:
             try:
-                store._open(dataset_size)
-                if sampler is not None:
-                    sampler._attach_store(store)
-                handle = store._core.handle()
+                core = open_owner()
+                handle = core.handle()
             except Exception as e:  # published, then raised below
                 error = e
-                if store._core is not None and not store._core.closed:
-                    try:
-                        store._core.close()
-                    except Error:
-                        pass
-                store._core = None
-        elif sampler is not None:
+        elif check_sampler is not None:
             try:
-                sampler._check_shareable(local_rank, local_world)
+                check_sampler(local_rank, local_world)
             except Exception as e:
                 error = e
-        core = None
         if dist is not None:
             owner_handle = self._exchange_by_group(dist, handle, error)
             if local_rank != 0 and error is None:
@@ -176,26 +167,22 @@ class LocalSharing:
             try:
                 self._publish_file(handle, error)
             except Exception:
-                if store._core is not None:
-                    store._core.close()
-                    store._core = None
+                if core is not None:
+                    core.close()
                 raise
         elif error is None:
             core = self._wait_for_file()
         if error is not None:
             raise error
         if local_rank == 0:
-            return
-        store._core = core
-        if store._core.dataset_size() != dataset_size:
-            size = store._core.dataset_size()
-            store._core.close()
-            store._core = None
+            return core, True
+        if core.dataset_size() != dataset_size:
+            size = core.dataset_size()
+            core.close()
             raise InvalidArgumentError(
                 f"local rank 0's store holds a dataset of {size} items; this rank's dataset "
                 f"has {dataset_size}")
-        if sampler is not None:
-            sampler._attach_store(store)
+        return core, False
 
     # ---- by torch.distributed
 

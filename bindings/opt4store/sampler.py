@@ -150,12 +150,17 @@ class PlannedSampler(torch.utils.data.Sampler):
         for store in self._stores:
             self._plan_store(store)
 
+    # ---- what Store.bind and CachedDataset call
+
     def position(self):
         """The plan position the next iter() starts at."""
         return self._epoch * self.epoch_length + self._start
 
-    def _attach_store(self, store):
-        layout = store._local_layout()
+    def attach_store(self, store):
+        """Plans ``store`` with this sampler from position() on, now and at
+        every load_state_dict (Store.bind calls it). A store shared by a
+        host's local ranks switches the sampler to host positions."""
+        layout = store.local_layout
         if layout is not None:
             self._share(*layout)
         self._plan_store(store)
@@ -165,15 +170,15 @@ class PlannedSampler(torch.utils.data.Sampler):
     def _plan_store(self, store):
         """Gives the store this plan from position(), unless another process
         plans it (a reader of a shared store)."""
-        if not store._plans():
+        if not store.is_owner:
             return
         if self._stride == 1:
-            store._set_plan(self.plan, self.epoch_length, self.position())
+            store.set_plan(self.plan, self.epoch_length, self.position())
         else:
-            store._set_plan(self._host_plan_array(), self.epoch_length * self._stride,
-                            self.position() * self._stride)
+            store.set_plan(self._host_plan_array(), self.epoch_length * self._stride,
+                           self.position() * self._stride)
 
-    def _check_shareable(self, local_rank, local_world_size):
+    def check_shareable(self, local_rank, local_world_size):
         """Raises unless this sampler can drive a store shared by the host's
         local ranks."""
         if local_world_size == 1:
@@ -193,7 +198,7 @@ class PlannedSampler(torch.utils.data.Sampler):
 
     def _share(self, local_rank, local_world_size):
         """Yields host positions of a store shared by local_world_size local ranks."""
-        self._check_shareable(local_rank, local_world_size)
+        self.check_shareable(local_rank, local_world_size)
         layout = (local_world_size, local_rank)
         if self._stores and (self._stride, self._offset) != layout:
             raise InvalidArgumentError(
@@ -201,7 +206,13 @@ class PlannedSampler(torch.utils.data.Sampler):
                 "sampler per store layout (shared or not)")
         self._stride, self._offset = layout
 
-    def _store_plan(self):
+    @property
+    def store_layout(self):
+        """(stride, offset): this sampler's i-th read is at store position
+        i * stride + offset ((1, 0) unless a store is shared by local ranks)."""
+        return self._stride, self._offset
+
+    def store_plan(self):
         """The plan indexed by the store's positions (for drift checks)."""
         if self._stride == 1:
             return self.plan

@@ -2,7 +2,9 @@
 
 import os
 
-from . import _core
+import torch
+
+from . import _core, _values
 from .distributed import LocalSharing
 from ._errors import InvalidArgumentError, IOError_
 from ._sizes import parse_size
@@ -72,38 +74,16 @@ class Store:
                 self._options["disk_bytes"] != 0:
             self._open(None)
 
-    # ---- opening and binding
+    # ---- opening
 
-    def _open(self, dataset_size):
+    def _open_core(self, dataset_size):
         options = dict(self._options)
         if dataset_size is not None:
             options["dataset_size"] = dataset_size
-        self._core = _core.Store.open(self.path, options)
+        return _core.Store.open(self.path, options)
 
-    def _bind(self, dataset_size, sampler=None):
-        """Opens the store for a dataset of dataset_size items and gives it the plan."""
-        if self._core is None and self._sharing is not None:
-            self._sharing.bind(self, dataset_size, sampler)
-            return
-        if self._core is None:
-            self._open(dataset_size)
-        elif self._core.dataset_size() != dataset_size:
-            raise InvalidArgumentError(
-                f"the store at {self.path!r} holds a dataset of {self._core.dataset_size()} "
-                f"items; this dataset has {dataset_size}")
-        if sampler is not None:
-            sampler._attach_store(self)
-
-    def _local_layout(self):
-        """(local_rank, local_world_size) of a shared store, else None."""
-        return self._sharing.layout() if self._sharing is not None else None
-
-    def _plans(self):
-        """Whether this process gives the store its plan (not a reader of a shared store)."""
-        return self._require_open().is_owner()
-
-    def _set_plan(self, ids, epoch_length, start):
-        self._require_open().set_plan(ids, epoch_length, start)
+    def _open(self, dataset_size):
+        self._core = self._open_core(dataset_size)
 
     def _require_open(self):
         if self._core is None:
@@ -111,6 +91,68 @@ class Store:
         if self._core.closed:
             raise IOError_("the store is closed")
         return self._core
+
+    # ---- binding: what CachedDataset and PlannedSampler call
+
+    def bind(self, dataset_size, sampler=None):
+        """Opens the store for a dataset of ``dataset_size`` items and gives it
+        ``sampler``'s plan (a PlannedSampler). CachedDataset calls it; calling
+        it again with the same size only (re)plans. A shared store opens in
+        local rank 0, which plans it, and the other local ranks attach to it."""
+        if self._core is None and self._sharing is not None:
+            def open_owner():
+                self._open(dataset_size)
+                if sampler is not None:
+                    sampler.attach_store(self)
+                return self._core
+
+            check = sampler.check_shareable if sampler is not None else None
+            try:
+                core, owner = self._sharing.connect(open_owner, dataset_size, check)
+            except BaseException:
+                if self._core is not None and not self._core.closed:
+                    self._core.close()
+                self._core = None
+                raise
+            self._core = core
+            if owner:
+                return  # open_owner attached the sampler before publishing
+        elif self._core is None:
+            self._open(dataset_size)
+        elif self._core.dataset_size() != dataset_size:
+            raise InvalidArgumentError(
+                f"the store at {self.path!r} holds a dataset of {self._core.dataset_size()} "
+                f"items; this dataset has {dataset_size}")
+        if sampler is not None:
+            sampler.attach_store(self)
+
+    @property
+    def local_layout(self):
+        """(local_rank, local_world_size) of a store shared by a host's local
+        ranks, else None."""
+        return self._sharing.layout() if self._sharing is not None else None
+
+    def set_plan(self, ids, epoch_length, start):
+        """Gives the owner's store the plan ``ids`` (an int64 array) with
+        epochs of ``epoch_length``, its readers starting at ``start``."""
+        self._require_open().set_plan(ids, epoch_length, start)
+
+    def get(self, position, index):
+        """The value stored for ``index``, or None; ``position`` is its plan
+        position (NO_POSITION when unknown), which counts it as read there."""
+        result = self._core.get(position, index)
+        if result is None or type(result) is torch.Tensor:
+            return result
+        return _values.decode(result)
+
+    def put(self, position, index, value):
+        """Stores ``value`` for ``index`` (loaded for plan ``position``)."""
+        core = self._core
+        if isinstance(value, torch.Tensor) and value.dtype in _values.TORCH_DTYPE_NAMES:
+            core.put_tensor(position, index, value)
+            return
+        meta, payload = _values.encode(value)
+        core.put_encoded(position, index, meta, payload)
 
     # ---- public
 
