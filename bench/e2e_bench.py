@@ -351,6 +351,7 @@ def main():
 
     store_dir = os.path.join(args.dir, "store")
     ds = image_set(args.dir, n)
+    images_dir = os.path.dirname(ds.files[0])
     decoded = n * 3 * OUT * OUT
     reference = reference_for(ds, n)
 
