@@ -3,7 +3,8 @@
 #
 #   ./build.sh demo    install what is missing, build, run the demo (bench/demo.py)
 #   ./build.sh test    install what is missing, build, run every test
-#                      (ctest on a normal build, then ctest on an ASan+UBSan build)
+#                      (ctest and pytest on a normal build, clang's thread-safety
+#                      analysis, then ctest on an ASan+UBSan build)
 #   ./build.sh setup   only install the Debian packages that are missing
 #   ./build.sh build   setup, then build into build/
 #   ./build.sh bench   setup, build, run the benchmark suite (bench/README.md)
@@ -16,10 +17,11 @@ cd "$(dirname "$0")"
 JOBS=${JOBS:-$(nproc)}
 BUILD_DIR=${BUILD_DIR:-build}
 ASAN_DIR=${ASAN_DIR:-build-asan}
+TSA_DIR=${TSA_DIR:-build-tsa}
 
 # Debian 12 packages the project builds and tests with.
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config clang-14
   librocksdb-dev liblz4-dev liburing-dev
   catch2 libcli11-dev
   libtorch-dev python3-torch pybind11-dev python3-dev
@@ -87,6 +89,11 @@ run_tests() {
   log "Python package tests (pytest, on the package built into $BUILD_DIR/python)"
   PYTHONPATH="$PWD/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" OPT4STORE_BUILD_DIR="$PWD/$BUILD_DIR" \
     "$(python_with_torch)" -m pytest -q -p no:cacheprovider tests/python
+  log "clang's thread-safety analysis (-Wthread-safety -Werror): the libraries and the CLI"
+  # Only compiled: the analysis runs in the compiler. -O0 keeps it cheap.
+  CXX=clang++-14 configure_and_build "$TSA_DIR" -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" -DCMAKE_CXX_FLAGS_DEBUG="-O0" \
+    -DOPT4STORE_BUILD_PYTHON=OFF -DOPT4STORE_BUILD_BENCH=OFF -DOPT4STORE_BUILD_TESTS=OFF
   log "unit and CLI tests under AddressSanitizer + UndefinedBehaviorSanitizer"
   # The Python extension is left out here: an ASan module needs libasan
   # preloaded into the interpreter; the C++ tests cover the same store code.

@@ -13,15 +13,16 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
   Segment* seg;
   std::vector<ReadTarget> targets;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    seg = segments_[slot].get();
+    MutexLock lock(&mu_);
+    seg = WriterSegment(slot);
   }
   // The records still live in this segment, from the index, a chunk at a
   // time so that readers are not held up by a long scan.
   for (size_t begin = 0;; begin += kScanChunk) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (begin >= index_.id_limit()) break;
     index_.ForEach(begin, begin + kScanChunk, [&](ItemId id, const DiskIndex::Location& loc) {
+      mu_.AssertHeld();  // held around ForEach; a lambda is analysed on its own
       if (loc.slot != slot) return;
       ReadTarget t;
       TargetLocked(id, &t);
@@ -41,12 +42,13 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
   uint64_t moved_bytes = 0;
   // Makes a batch of copies visible: index first, then memory.
   auto commit = [&]() -> Status {
+    write_mu_.AssertHeld();  // CompactSegment holds it; a lambda is analysed on its own
     if (moves.empty()) return Status::OK();
-    const Segment* active = segments_[active_].get();
+    const Segment* active = WriterSegment(active_);
     batch.Put(SegmentKey(active->number), Fixed64(active->size));
     OPT4STORE_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), "write index"));
     batch.Clear();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const Move& m : moves) {
       DiskIndex::Location cur;
       if (!index_.Lookup(m.id, &cur) || cur.slot != m.from.slot || cur.offset != m.from.offset) {
@@ -62,6 +64,7 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
 
   std::vector<std::pair<ItemId, DiskIndex::Location>> corrupt;
   ReadRecords(targets.data(), targets.size(), [&](size_t i, Status s, const char* record) {
+    write_mu_.AssertHeld();  // as in commit
     if (!error.ok()) return;
     const ReadTarget& t = targets[i];
     RecordHeader h;
@@ -76,8 +79,8 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
     }
     // The segment may roll over mid-way: commit what points at the old
     // active segment (its watermark) first.
-    if (active_ != 0 && segments_[active_]->size > 0 &&
-        segments_[active_]->size + t.loc.length > segment_bytes_) {
+    if (active_ != 0 && WriterSegment(active_)->size > 0 &&
+        WriterSegment(active_)->size + t.loc.length > segment_bytes_) {
       error = commit();
       if (!error.ok()) return;
     }
@@ -86,7 +89,7 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
     uint64_t to_offset;
     error = Append(&part, 1, t.loc.length, &to_slot, &to_offset);
     if (!error.ok()) return;
-    const Segment* to = segments_[to_slot].get();
+    const Segment* to = WriterSegment(to_slot);
     batch.Put(IndexKey(t.id), EncodeIndexValue(MakeIndexValue(h, to->number,
                                                               static_cast<uint32_t>(to_offset))));
     moves.push_back({t.id, t.loc, {to_slot, static_cast<uint32_t>(to_offset), t.loc.length}});
@@ -102,7 +105,7 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
     OPT4STORE_RETURN_IF_ERROR(SyncDirty());
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (seg->live_bytes != 0) {
       return Status::IOError("compaction of " + seg->name + " left live records behind");
     }
@@ -111,7 +114,7 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
   dir_dirty_ = true;
   db_->Delete(WriteOpts(), SegmentKey(seg->number)).PermitUncheckedError();  // Open drops it too
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     file_bytes_ -= seg->size;
     segments_[slot].reset();
     free_slots_.push_back(slot);
@@ -122,11 +125,11 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
 }
 
 Status DiskTier::Impl::Compact() {
-  std::lock_guard<std::mutex> wlock(write_mu_);
+  MutexLock wlock(&write_mu_);
   if (closed_) return Status::IOError("disk tier is closed");
   std::vector<std::pair<double, uint32_t>> candidates;  // (live ratio, segment number)
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (size_t s = 1; s < segments_.size(); ++s) {
       const Segment* seg = segments_[s].get();
       if (seg == nullptr || s == active_ || seg->size == 0) continue;
@@ -141,12 +144,12 @@ Status DiskTier::Impl::Compact() {
     uint16_t slot = 0;
     bool fits = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       for (size_t s = 1; s < segments_.size(); ++s) {
         if (segments_[s] && segments_[s]->number == c.second) slot = static_cast<uint16_t>(s);
       }
       if (slot != 0) {
-        fits = file_bytes_ + segments_[slot]->live_bytes <= options_.budget_bytes;
+        fits = file_bytes_ + WriterSegment(slot)->live_bytes <= options_.budget_bytes;
       }
     }
     if (slot != 0 && fits) OPT4STORE_RETURN_IF_ERROR(CompactSegment(slot));

@@ -12,7 +12,7 @@ namespace opt4store {
 
 std::unique_ptr<DiskTier::Impl::Reader> DiskTier::Impl::AcquireReader() {
   {
-    std::lock_guard<std::mutex> lock(reader_mu_);
+    MutexLock lock(&reader_mu_);
     if (!idle_readers_.empty()) {
       std::unique_ptr<Reader> r = std::move(idle_readers_.back());
       idle_readers_.pop_back();
@@ -34,7 +34,7 @@ std::unique_ptr<DiskTier::Impl::Reader> DiskTier::Impl::AcquireReader() {
 }
 
 void DiskTier::Impl::ReleaseReader(std::unique_ptr<Reader> reader) {
-  std::lock_guard<std::mutex> lock(reader_mu_);
+  MutexLock lock(&reader_mu_);
   idle_readers_.push_back(std::move(reader));
 }
 
@@ -130,7 +130,7 @@ void DiskTier::Impl::MultiGet(const ItemId* ids, size_t n, const RecordCallback&
   index_of.reserve(n);
   std::vector<size_t> missing;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (size_t i = 0; i < n; ++i) {
       ReadTarget t;
       if (TargetLocked(ids[i], &t)) {
@@ -172,7 +172,7 @@ void DiskTier::Impl::MultiGet(const ItemId* ids, size_t n, const RecordCallback&
 }
 
 bool DiskTier::Impl::Contains(ItemId id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return index_.Contains(id);
 }
 
@@ -192,19 +192,19 @@ Status DiskTier::Impl::ForEachItemSize(
 
 void DiskTier::Impl::SetNextUse(ItemId id, uint64_t next_use) {
   if (id > kMaxItemId) return;  // cannot be stored either
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   index_.SetNextUse(id, next_use);
 }
 
 void DiskTier::Impl::DropCorrupt(ItemId id, const DiskIndex::Location& loc) {
-  std::lock_guard<std::mutex> wlock(write_mu_);
+  MutexLock wlock(&write_mu_);
   if (closed_) return;
   DropCorruptLocked(id, loc);
 }
 
 void DiskTier::Impl::DropCorruptLocked(ItemId id, const DiskIndex::Location& loc) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     DiskIndex::Location cur;
     // Someone may have moved or replaced it since it was read.
     if (!index_.Lookup(id, &cur) || cur.slot != loc.slot || cur.offset != loc.offset) return;

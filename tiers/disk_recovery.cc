@@ -72,8 +72,8 @@ Status DiskTier::Impl::Open() {
 }
 
 Status DiskTier::Impl::Recover() {
-  std::lock_guard<std::mutex> wlock(write_mu_);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock wlock(&write_mu_);
+  MutexLock lock(&mu_);
   index_.Reserve(std::min<size_t>(options_.expected_ids, size_t{kMaxItemId} + 1));
   segments_.clear();
   segments_.emplace_back();  // slot 0: "not stored"
@@ -92,15 +92,9 @@ Status DiskTier::Impl::Recover() {
   }
   std::unordered_map<uint32_t, uint16_t> slot_of;
   for (uint32_t number : numbers) {
-    auto seg = std::make_unique<Segment>();
-    seg->number = number;
-    seg->name = SegmentName(number);
-    std::unique_ptr<File> file;
-    FileOptions fo;
-    fo.direct_reads = options_.direct_io;
-    OPT4STORE_RETURN_IF_ERROR(env_->OpenFile(SegmentPath(seg->name), fo, &file));
-    OPT4STORE_RETURN_IF_ERROR(file->Size(&seg->size));
-    seg->file = std::move(file);
+    std::unique_ptr<Segment> seg;
+    OPT4STORE_RETURN_IF_ERROR(OpenSegment(number, &seg));
+    OPT4STORE_RETURN_IF_ERROR(seg->file->Size(&seg->size));
     slot_of[number] = static_cast<uint16_t>(segments_.size());
     segments_.push_back(std::move(seg));
   }

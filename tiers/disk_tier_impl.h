@@ -19,12 +19,12 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/base/env.h"
+#include "engine/base/mutex.h"
 #include "tiers/aligned_buffer.h"
 #include "tiers/disk_format.h"
 #include "tiers/disk_index.h"
@@ -113,7 +113,8 @@ class DiskTier::Impl {
 
   Status Recover();
   Status ScanTail(uint16_t slot, uint64_t from, rocksdb::WriteBatch* batch,
-                  std::unordered_map<ItemId, uint64_t>* recovered_seq, uint64_t* max_seq);
+                  std::unordered_map<ItemId, uint64_t>* recovered_seq, uint64_t* max_seq)
+      REQUIRES(write_mu_, mu_);
 
   // Reads each target's record (an aligned superset of it, O_DIRECT where
   // the file allows) with up to queue_depth reads in flight. fn(i, status,
@@ -124,23 +125,32 @@ class DiskTier::Impl {
   std::unique_ptr<Reader> AcquireReader();
   void ReleaseReader(std::unique_ptr<Reader> reader);
 
-  // Collects what a read needs. REQUIRES: mu_ held.
-  bool TargetLocked(ItemId id, ReadTarget* target) const;
+  // Collects what a read needs.
+  bool TargetLocked(ItemId id, ReadTarget* target) const REQUIRES(mu_);
 
-  // The rest REQUIRE write_mu_ held.
-  Status MakeRoom(uint64_t size, std::vector<ItemId>* evicted);
-  Status EvictOne(std::vector<ItemId>* evicted);
-  Status RollOver();
-  Status EnsureActiveFits(uint64_t size);
+  // Mutations: under write_mu_ (each takes mu_ for its short index updates).
+  Status MakeRoom(uint64_t size, std::vector<ItemId>* evicted) REQUIRES(write_mu_);
+  Status EvictOne(std::vector<ItemId>* evicted) REQUIRES(write_mu_);
+  Status RollOver() REQUIRES(write_mu_);
+  Status EnsureActiveFits(uint64_t size) REQUIRES(write_mu_);
   // Appends a record's bytes to the active segment; on failure truncates
   // them away again. *slot, *offset: where it went.
   Status Append(const std::string_view* parts, size_t count, uint64_t size, uint16_t* slot,
-                uint64_t* offset);
-  void RollBack(uint16_t slot, uint64_t offset);
-  Status CompactSegment(uint16_t slot);
-  Status SyncDirty();
-  void DropCorruptLocked(ItemId id, const DiskIndex::Location& loc);
-  void DropCorrupt(ItemId id, const DiskIndex::Location& loc);
+                uint64_t* offset) REQUIRES(write_mu_);
+  void RollBack(uint16_t slot, uint64_t offset) REQUIRES(write_mu_);
+  Status CompactSegment(uint16_t slot) REQUIRES(write_mu_);
+  Status SyncDirty() REQUIRES(write_mu_);
+  void DropCorruptLocked(ItemId id, const DiskIndex::Location& loc) REQUIRES(write_mu_);
+  void DropCorrupt(ItemId id, const DiskIndex::Location& loc) EXCLUDES(write_mu_, mu_);
+  // The segment table changes only with both write_mu_ and mu_ held, so a
+  // writer, which holds write_mu_, may read it without mu_. The analysis
+  // knows one lock per member: writers read the table through here.
+  Segment* WriterSegment(uint16_t slot) const REQUIRES(write_mu_) NO_THREAD_SAFETY_ANALYSIS {
+    return segments_[slot].get();
+  }
+  // Opens (creating if missing) segment file `number`, with O_DIRECT reads
+  // when configured; the caller sets its size and slot.
+  Status OpenSegment(uint32_t number, std::unique_ptr<Segment>* segment);
 
   const DiskTierOptions options_;
   Env* const env_;
@@ -152,21 +162,21 @@ class DiskTier::Impl {
   std::unique_ptr<rocksdb::DB> db_;
   std::atomic<bool> closed_{false};
 
-  std::mutex write_mu_;
-  uint16_t active_ = 0;               // GUARDED_BY(write_mu_): slot of the active segment
-  uint32_t next_segment_number_ = 1;  // GUARDED_BY(write_mu_)
-  uint64_t next_sequence_ = 1;        // GUARDED_BY(write_mu_)
-  bool dir_dirty_ = false;            // GUARDED_BY(write_mu_): segments created or removed
+  Mutex write_mu_ ACQUIRED_BEFORE(mu_);
+  uint16_t active_ GUARDED_BY(write_mu_) = 0;  // slot of the active segment
+  uint32_t next_segment_number_ GUARDED_BY(write_mu_) = 1;
+  uint64_t next_sequence_ GUARDED_BY(write_mu_) = 1;
+  bool dir_dirty_ GUARDED_BY(write_mu_) = false;  // segments created or removed
 
-  mutable std::mutex mu_;
-  DiskIndex index_;                                // GUARDED_BY(mu_)
-  std::vector<std::unique_ptr<Segment>> segments_;  // GUARDED_BY(mu_): by slot, [0] unused
-  std::vector<uint16_t> free_slots_;               // GUARDED_BY(mu_)
-  uint64_t file_bytes_ = 0;                        // GUARDED_BY(mu_)
-  uint64_t live_bytes_ = 0;                        // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  DiskIndex index_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Segment>> segments_ GUARDED_BY(mu_);  // by slot, [0] unused
+  std::vector<uint16_t> free_slots_ GUARDED_BY(mu_);
+  uint64_t file_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t live_bytes_ GUARDED_BY(mu_) = 0;
 
-  std::mutex reader_mu_;
-  std::vector<std::unique_ptr<Reader>> idle_readers_;  // GUARDED_BY(reader_mu_)
+  Mutex reader_mu_;
+  std::vector<std::unique_ptr<Reader>> idle_readers_ GUARDED_BY(reader_mu_);
 
   // Counters; relaxed atomics, read together by GetStats.
   std::atomic<uint64_t> puts_{0}, user_bytes_{0}, physical_bytes_{0}, compressed_{0};

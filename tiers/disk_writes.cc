@@ -28,7 +28,7 @@ Status DiskTier::Impl::Put(ItemId id, std::string_view meta, std::string_view pa
   EncodeRecord(id, meta, payload,
                options_.compression == DiskTierOptions::Compression::kAuto, &rec);
 
-  std::lock_guard<std::mutex> wlock(write_mu_);
+  MutexLock wlock(&write_mu_);
   if (closed_) return Status::IOError("disk tier is closed");
   const uint64_t size = rec.size();
   OPT4STORE_RETURN_IF_ERROR(MakeRoom(size, evicted));
@@ -38,7 +38,7 @@ Status DiskTier::Impl::Put(ItemId id, std::string_view meta, std::string_view pa
   uint16_t slot = 0;
   uint64_t offset = 0;
   OPT4STORE_RETURN_IF_ERROR(Append(parts, 2, size, &slot, &offset));
-  Segment* seg = segments_[slot].get();  // stable: only this thread changes the table
+  Segment* seg = WriterSegment(slot);  // stable: only this thread changes the table
   if (every_put()) {
     Status s = seg->file->Sync();
     if (!s.ok()) {
@@ -58,7 +58,7 @@ Status DiskTier::Impl::Put(ItemId id, std::string_view meta, std::string_view pa
   }
   ++next_sequence_;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     DiskIndex::Location old;
     const DiskIndex::Location loc{slot, static_cast<uint32_t>(offset), static_cast<uint32_t>(size)};
     if (index_.Put(id, loc, &old)) {
@@ -78,7 +78,7 @@ Status DiskTier::Impl::Put(ItemId id, std::string_view meta, std::string_view pa
 Status DiskTier::Impl::Append(const std::string_view* parts, size_t count, uint64_t size,
                               uint16_t* slot, uint64_t* offset) {
   OPT4STORE_RETURN_IF_ERROR(EnsureActiveFits(size));
-  Segment* seg = segments_[active_].get();
+  Segment* seg = WriterSegment(active_);
   *slot = active_;
   *offset = seg->size;
   Status s = seg->file->Write(*offset, parts, count);
@@ -87,7 +87,7 @@ Status DiskTier::Impl::Append(const std::string_view* parts, size_t count, uint6
     return s.WithContext("append to " + seg->name);
   }
   physical_bytes_.fetch_add(size, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   seg->size += size;
   seg->dirty = true;
   file_bytes_ += size;
@@ -95,11 +95,11 @@ Status DiskTier::Impl::Append(const std::string_view* parts, size_t count, uint6
 }
 
 void DiskTier::Impl::RollBack(uint16_t slot, uint64_t offset) {
-  Segment* seg = segments_[slot].get();
+  Segment* seg = WriterSegment(slot);
   // If the truncate fails too, the next append overwrites the bytes (writes
   // go to our own offset, not O_APPEND) and recovery would cut them off.
   seg->file->Truncate(offset).PermitUncheckedError();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (seg->size > offset) {
     file_bytes_ -= seg->size - offset;
     seg->size = offset;
@@ -108,7 +108,7 @@ void DiskTier::Impl::RollBack(uint16_t slot, uint64_t offset) {
 
 Status DiskTier::Impl::EnsureActiveFits(uint64_t size) {
   if (active_ != 0) {
-    const Segment* seg = segments_[active_].get();
+    const Segment* seg = WriterSegment(active_);
     // A record larger than a segment gets a segment of its own.
     if (seg->size == 0 || seg->size + size <= segment_bytes_) return Status::OK();
   }
@@ -119,16 +119,16 @@ Status DiskTier::Impl::RollOver() {
   // Seal the active segment: with O_DIRECT reads, sync it (in every
   // SyncMode), so that its reads need not wait for writeback. The kernel
   // would have to write these bytes soon anyway.
-  if (options_.direct_io && active_ != 0 && segments_[active_]->dirty) {
-    Segment* sealed = segments_[active_].get();
+  if (options_.direct_io && active_ != 0 && WriterSegment(active_)->dirty) {
+    Segment* sealed = WriterSegment(active_);
     OPT4STORE_RETURN_IF_ERROR(sealed->file->Sync());
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     sealed->dirty = false;
   }
   const uint32_t number = next_segment_number_;
   uint16_t slot;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (free_slots_.empty() && segments_.size() > DiskIndex::kMaxSlots) {
       return Status::NoSpace("more than 65535 segment files");
     }
@@ -140,17 +140,11 @@ Status DiskTier::Impl::RollOver() {
   OPT4STORE_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), "write segment list"));
   next_segment_number_ = number + 1;
 
-  auto seg = std::make_unique<Segment>();
-  seg->number = number;
-  seg->name = SegmentName(number);
-  std::unique_ptr<File> file;
-  FileOptions fo;
-  fo.direct_reads = options_.direct_io;
-  OPT4STORE_RETURN_IF_ERROR(env_->OpenFile(SegmentPath(seg->name), fo, &file));
-  seg->file = std::move(file);
+  std::unique_ptr<Segment> seg;
+  OPT4STORE_RETURN_IF_ERROR(OpenSegment(number, &seg));
   dir_dirty_ = true;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!free_slots_.empty()) {
       slot = free_slots_.back();
       free_slots_.pop_back();
@@ -177,7 +171,7 @@ Status DiskTier::Impl::MakeRoom(uint64_t size, std::vector<ItemId>* evicted) {
   for (;;) {
     uint16_t best = 0;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       // Room for the record plus the compaction reserve: done.
       if (file_bytes_ + size + segment_bytes_ <= budget) return Status::OK();
       // The segment with the lowest live ratio whose live bytes fit in the
@@ -219,7 +213,7 @@ Status DiskTier::Impl::MakeRoom(uint64_t size, std::vector<ItemId>* evicted) {
 Status DiskTier::Impl::EvictOne(std::vector<ItemId>* evicted) {
   ItemId victim;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     victim = index_.Victim();
     DiskIndex::Location loc;
     index_.Erase(victim, &loc);
@@ -232,10 +226,10 @@ Status DiskTier::Impl::EvictOne(std::vector<ItemId>* evicted) {
 }
 
 Status DiskTier::Impl::Delete(ItemId id) {
-  std::lock_guard<std::mutex> wlock(write_mu_);
+  MutexLock wlock(&write_mu_);
   if (closed_) return Status::IOError("disk tier is closed");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     DiskIndex::Location loc;
     if (!index_.Erase(id, &loc)) {
       return Status::NotFound("id " + std::to_string(id) + " is not on disk");
@@ -244,6 +238,19 @@ Status DiskTier::Impl::Delete(ItemId id) {
     live_bytes_ -= loc.length;
   }
   return FromRocks(db_->Delete(WriteOpts(), IndexKey(id)), "delete from index");
+}
+
+Status DiskTier::Impl::OpenSegment(uint32_t number, std::unique_ptr<Segment>* segment) {
+  auto seg = std::make_unique<Segment>();
+  seg->number = number;
+  seg->name = SegmentName(number);
+  FileOptions fo;
+  fo.direct_reads = options_.direct_io;
+  std::unique_ptr<File> file;
+  OPT4STORE_RETURN_IF_ERROR(env_->OpenFile(SegmentPath(seg->name), fo, &file));
+  seg->file = std::move(file);
+  *segment = std::move(seg);
+  return Status::OK();
 }
 
 }  // namespace opt4store

@@ -159,7 +159,7 @@ FaultInjectionEnv::FaultInjectionEnv(Env* base) : base_(base ? base : Env::Defau
 FaultInjectionEnv::~FaultInjectionEnv() = default;
 
 int FaultInjectionEnv::Inject(const Fault& fault) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const int id = static_cast<int>(fired_.size());
   fired_.push_back(0);
   Rule rule;
@@ -170,31 +170,31 @@ int FaultInjectionEnv::Inject(const Fault& fault) {
 }
 
 void FaultInjectionEnv::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.clear();
 }
 
 uint64_t FaultInjectionEnv::fired(int id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return id >= 0 && static_cast<size_t>(id) < fired_.size() ? fired_[id] : 0;
 }
 
 uint64_t FaultInjectionEnv::reads() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return reads_;
 }
 uint64_t FaultInjectionEnv::writes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return writes_;
 }
 uint64_t FaultInjectionEnv::bytes_written() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return bytes_written_;
 }
 
 FaultInjectionEnv::Decision FaultInjectionEnv::Check(Fault::Op op, const std::string& path,
                                                      uint64_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (op == Fault::Op::kRead) ++reads_;
   if (op == Fault::Op::kWrite) ++writes_;
   Decision d;

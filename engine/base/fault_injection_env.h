@@ -24,11 +24,11 @@
 #include <cerrno>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "engine/base/env.h"
+#include "engine/base/mutex.h"
 
 namespace opt4store {
 
@@ -165,12 +165,12 @@ class FaultInjectionEnv final : public Env {
   };
 
   Env* const base_;
-  mutable std::mutex mu_;
-  std::vector<Rule> rules_;          // GUARDED_BY(mu_)
-  std::vector<uint64_t> fired_;      // GUARDED_BY(mu_): by rule id
-  uint64_t reads_ = 0;               // GUARDED_BY(mu_)
-  uint64_t writes_ = 0;              // GUARDED_BY(mu_)
-  uint64_t bytes_written_ = 0;       // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<Rule> rules_ GUARDED_BY(mu_);
+  std::vector<uint64_t> fired_ GUARDED_BY(mu_);  // by rule id
+  uint64_t reads_ GUARDED_BY(mu_) = 0;
+  uint64_t writes_ GUARDED_BY(mu_) = 0;
+  uint64_t bytes_written_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace opt4store

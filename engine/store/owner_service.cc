@@ -6,7 +6,6 @@
 // Residency's requests on the tiers (ResidencyTiers).
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 
 #include "engine/store/protocol.h"
 #include "engine/store/store_impl.h"
@@ -80,7 +79,7 @@ void Store::Impl::Prefetch(const std::vector<ItemId>& ids) {
   {
     // Readers that arrive before the read completes wait for it (position 0
     // precedes every reader's) instead of reading the disk a second time.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (ItemId id : ids) {
       if (ctl_->ExpectedFrom(id) == kNoPosition) ctl_->SetExpected(id, 0);
     }
@@ -91,7 +90,7 @@ void Store::Impl::Prefetch(const std::vector<ItemId>& ids) {
                     const ItemId id = ids[i];
                     RamTier::PendingInsert pending;
                     {
-                      std::lock_guard<std::mutex> lock(mu_);
+                      MutexLock lock(&mu_);
                       if (status.ok()) residency_->NoteSize(id, meta.size() + payload.size());
                       if (!status.ok() && !status.IsIOError()) ctl_->SetOnDisk(id, false);
                       Status begin = Status::NotFound("not wanted");
@@ -113,7 +112,7 @@ void Store::Impl::Prefetch(const std::vector<ItemId>& ids) {
                     if (!payload.empty()) {
                       std::memcpy(pending.payload, payload.data(), payload.size());
                     }
-                    std::lock_guard<std::mutex> lock(mu_);
+                    MutexLock lock(&mu_);
                     if (ram_->CommitInsert(pending).ok()) {
                       ctl_->ClearExpected(id);
                       prefetched_.fetch_add(1, std::memory_order_relaxed);
@@ -129,7 +128,7 @@ void Store::Impl::HandleFetch(uint64_t position, ItemId id) {
   if (ram_->Contains(id)) return;
   std::string meta, payload;
   Status s = disk_ ? disk_->Get(id, &meta, &payload) : Status::NotFound("no disk tier");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!s.ok()) {
     if (s.IsCorruption() || s.IsNotFound()) ctl_->SetOnDisk(id, false);
     if (!ram_->Contains(id)) ram_->AnswerAbsent(id).PermitUncheckedError();
@@ -146,7 +145,7 @@ void Store::Impl::HandleFetch(uint64_t position, ItemId id) {
 }
 
 void Store::Impl::SyncPlanning(uint64_t position) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   AdvanceFrontierLocked();
   PlanAheadLocked(std::max(position + 1, residency_->frontier() + effective_.prefetch_depth));
 }
@@ -179,7 +178,7 @@ bool Store::Impl::DrainQueue() {
 
 Status Store::Impl::ReadPendingWrite(ItemId id, ReadSink* sink, bool* found) {
   *found = false;
-  std::lock_guard<std::mutex> lock(write_mu_);
+  MutexLock lock(&write_mu_);
   if (write_ids_.count(id) == 0) return Status::OK();
   for (auto it = writes_.rbegin(); it != writes_.rend(); ++it) {
     if (it->id == id) {
@@ -193,17 +192,17 @@ Status Store::Impl::ReadPendingWrite(ItemId id, ReadSink* sink, bool* found) {
 bool Store::Impl::DrainWrites() {
   // One drainer at a time (the planner thread, Flush, Close); the value
   // stays in writes_ while it is written, so that a Get meanwhile finds it.
-  std::lock_guard<std::mutex> drain(drain_mu_);
+  MutexLock drain(&drain_mu_);
   bool any = false;
   for (int n = 0; n < 16; ++n) {
     const PendingWrite* w = nullptr;
     {
-      std::lock_guard<std::mutex> lock(write_mu_);
+      MutexLock lock(&write_mu_);
       if (writes_.empty()) break;
       w = &writes_.front();  // push_back leaves references to it valid
     }
     WriteThrough(w->id, w->meta, w->payload);
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(&write_mu_);
     write_bytes_ -= w->meta.size() + w->payload.size();
     write_ids_.erase(w->id);
     writes_.pop_front();
@@ -218,7 +217,7 @@ void Store::Impl::PlannerLoop() {
     bool busy = DrainQueue();
     busy = DrainWrites() || busy;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       AdvanceFrontierLocked();
       PlanAheadLocked(residency_->frontier() + effective_.prefetch_depth);
       residency_->CollectPrefetch(&batch);
@@ -259,7 +258,7 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
                              std::string_view payload, bool on_planner) {
   const uint64_t size = meta.size() + payload.size();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     residency_->NoteSize(id, size);
     if (PlanPosition(position) && position >= residency_->planned()) {
       PlanAheadLocked(position + 1, position + 1);
@@ -277,7 +276,7 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
   if (!on_planner) {
     // The reader's thread only copies; the planner thread writes. Past the
     // bound (the disk is slower than the source), the reader writes itself.
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(&write_mu_);
     if (write_bytes_ + size <= kMaxPendingWriteBytes && planner_ != nullptr) {
       if (write_ids_.insert(id).second) {
         writes_.push_back({id, std::string(meta), std::string(payload)});

@@ -8,7 +8,6 @@
 #include <sys/uio.h>
 
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -197,7 +196,7 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
                       }
                       where[i] = GetSource::kDisk;
                       const uint64_t size = meta.size() + payload.size();
-                      std::lock_guard<std::mutex> lock(mu_);
+                      MutexLock lock(&mu_);
                       residency_->NoteSize(ids[i], size);
                       if (residency_->Wanted(positions[i], ids[i], size)) {
                         InsertRamLocked(ids[i], meta, payload).PermitUncheckedError();

@@ -1,7 +1,6 @@
 // Store: the facade over Store::Impl (store_impl.h maps the rest), the
 // owner's admin calls, and the names of the options' enums.
 #include <algorithm>
-#include <mutex>
 #include <string>
 
 #include "engine/store/store_impl.h"
@@ -59,7 +58,7 @@ void Store::Impl::Warn(int kind, const std::string& message) {
 Status Store::Impl::SetPlan(const PlanSpec& plan, uint64_t start_position) {
   if (!InOwner()) return Status::InvalidArgument("SetPlan: only the owner process sets the plan");
   if (disk_only_) return Status::InvalidArgument("SetPlan: the store is open in disk-only mode");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (uint64_t id = 0; id < dataset_size_; ++id) {
     if (ram_->Contains(static_cast<ItemId>(id))) {
       ram_->Evict(static_cast<ItemId>(id)).PermitUncheckedError();
@@ -79,7 +78,7 @@ uint64_t Store::Impl::ResumePosition() const { return resume_position_; }
 Status Store::Impl::SaveCursor(uint64_t* position) {
   Cursor cursor;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     AdvanceFrontierLocked();
     cursor.plan = residency_->has_plan() ? plan_identity_ : std::string();
     cursor.position = residency_->frontier();
@@ -158,7 +157,7 @@ Status Store::Impl::Inspect(StoreInfo* info) {
     }
   }
   if (!disk_only_) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (residency_->has_plan()) info->plan = residency_->plan().Describe();
   }
   return Status::OK();
@@ -186,7 +185,12 @@ Status Store::Impl::Close() {
     uint64_t saved = 0;
     // An open that failed before the residency existed had no readers: the
     // cursor an earlier run saved stays.
-    if (!disk_only_ && residency_) result = SaveCursor(&saved);
+    bool opened;
+    {
+      MutexLock lock(&mu_);
+      opened = residency_ != nullptr;
+    }
+    if (!disk_only_ && opened) result = SaveCursor(&saved);
     Status s = disk_->Close();
     if (result.ok()) result = s;
     disk_.reset();

@@ -30,13 +30,13 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
+#include "engine/base/mutex.h"
 #include "engine/store/control_block.h"
 #include "engine/store/manifest.h"
 #include "engine/store/residency.h"
@@ -90,15 +90,16 @@ class Store::Impl : private ResidencyTiers {
   Status WriteManifest();
   Status CreateShared();
   // Starts the Residency and the shared plan state over on spec at start.
-  Status InitPlanLocked(const PlanSpec& spec, uint64_t start);
+  Status InitPlanLocked(const PlanSpec& spec, uint64_t start) REQUIRES(mu_);
 
   // ---- owner, under mu_ (owner_service.cc)
   // Moves the frontier over consumed positions and publishes it.
-  void AdvanceFrontierLocked();
+  void AdvanceFrontierLocked() REQUIRES(mu_);
   // Steps the policy up to `limit` (see Residency::PlanAhead).
-  void PlanAheadLocked(uint64_t limit, uint64_t force_through = 0);
-  Status InsertRamLocked(ItemId id, std::string_view meta, std::string_view payload);
-  void PublishGaugesLocked();  // store_stats.cc
+  void PlanAheadLocked(uint64_t limit, uint64_t force_through = 0) REQUIRES(mu_);
+  Status InsertRamLocked(ItemId id, std::string_view meta, std::string_view payload)
+      REQUIRES(mu_);
+  void PublishGaugesLocked() REQUIRES(mu_);  // store_stats.cc
 
   // ---- owner, no lock (owner_service.cc)
   // on_planner: the call comes from the planner thread (a worker's Put off
@@ -108,9 +109,9 @@ class Store::Impl : private ResidencyTiers {
                   bool on_planner);
   void WriteThrough(ItemId id, std::string_view meta, std::string_view payload);
   // Writes the values readers Put to the disk tier; false when none waited.
-  bool DrainWrites();
+  bool DrainWrites() EXCLUDES(drain_mu_, write_mu_);
   // A value still in writes_: copied into *sink, *found set.
-  Status ReadPendingWrite(ItemId id, ReadSink* sink, bool* found);
+  Status ReadPendingWrite(ItemId id, ReadSink* sink, bool* found) EXCLUDES(write_mu_);
   void HandleFetch(uint64_t position, ItemId id);
   void Prefetch(const std::vector<ItemId>& ids);
   bool DrainQueue();
@@ -173,12 +174,12 @@ class Store::Impl : private ResidencyTiers {
   std::atomic<bool> warned_[kWarnCount] = {};
 
   // Owner state.
-  std::mutex mu_;
-  std::unique_ptr<Residency> residency_;  // GUARDED_BY(mu_); made by CreateShared
+  Mutex mu_ ACQUIRED_BEFORE(write_mu_);
+  std::unique_ptr<Residency> residency_ GUARDED_BY(mu_);  // made by CreateShared
   // The identity of the plan in force, or before any, of the saved cursor's.
-  std::string plan_identity_;             // GUARDED_BY(mu_)
+  std::string plan_identity_ GUARDED_BY(mu_);
   std::atomic<uint64_t> resume_position_{0};  // the cursor saved for this plan
-  int64_t last_publish_ns_ = 0;           // GUARDED_BY(mu_)
+  int64_t last_publish_ns_ GUARDED_BY(mu_) = 0;
 
   // Owner counters not kept in the control block or the Residency.
   std::atomic<uint64_t> prefetched_{0}, prefetch_bytes_{0};
@@ -193,11 +194,11 @@ class Store::Impl : private ResidencyTiers {
     std::string payload;
   };
   static constexpr uint64_t kMaxPendingWriteBytes = uint64_t{256} << 20;
-  std::mutex drain_mu_;  // held by DrainWrites, which alone pops writes_
-  std::mutex write_mu_;
-  std::deque<PendingWrite> writes_;       // GUARDED_BY(write_mu_)
-  std::unordered_set<ItemId> write_ids_;  // GUARDED_BY(write_mu_)
-  uint64_t write_bytes_ = 0;              // GUARDED_BY(write_mu_)
+  Mutex drain_mu_ ACQUIRED_BEFORE(write_mu_);  // held by DrainWrites, which alone pops writes_
+  Mutex write_mu_;
+  std::deque<PendingWrite> writes_ GUARDED_BY(write_mu_);
+  std::unordered_set<ItemId> write_ids_ GUARDED_BY(write_mu_);
+  uint64_t write_bytes_ GUARDED_BY(write_mu_) = 0;
 
   // Heap-allocated so that a forked child can drop it without touching a
   // thread that does not exist there.

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 
 #include "engine/store/store_impl.h"
 
@@ -204,14 +203,18 @@ Status Store::Impl::CreateShared() {
   ro.ring_slots = ControlBlock::kRingSize;
   ro.disk = disk_ != nullptr;
   ResidencyTiers* tiers = this;  // the base is private: only Impl can hand it out
+  // No other thread exists yet; mu_ is taken for the analysis's sake.
+  MutexLock lock(&mu_);
   residency_ = std::make_unique<Residency>(ro, tiers);
   if (disk_) {
     // What the disk holds, and each item's size for a byte budget's policy.
-    OPT4STORE_RETURN_IF_ERROR(disk_->ForEachItemSize([this](ItemId id, uint64_t bytes) {
-      if (id >= dataset_size_) return;
-      ctl_->SetOnDisk(id, true);
-      residency_->NoteSize(id, bytes);
-    }));
+    Residency* residency = residency_.get();
+    OPT4STORE_RETURN_IF_ERROR(
+        disk_->ForEachItemSize([this, residency](ItemId id, uint64_t bytes) {
+          if (id >= dataset_size_) return;
+          ctl_->SetOnDisk(id, true);
+          residency->NoteSize(id, bytes);
+        }));
   }
   ctl_->gauges().ram_capacity.store(effective_.ram_items ? effective_.ram_items
                                                          : effective_.ram_bytes);
@@ -274,6 +277,7 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
     std::string text;
     Cursor cursor;
     if (disk_->GetMeta(kManifestCursorKey, &text).ok() && DecodeCursor(text, &cursor).ok()) {
+      MutexLock lock(&mu_);
       plan_identity_ = cursor.plan;  // compared with the plan below
       resume_position_ = cursor.position;
     }
@@ -294,7 +298,7 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const std::string saved_identity = plan_identity_;
     uint64_t start = 0;
     if (have_plan) {

@@ -3,7 +3,6 @@
 // (every 50 ms from the planner thread, and on each Stats() call), so that a
 // reader's Stats() sees them too. The disk tier's own figures are read
 // directly in the owner.
-#include <mutex>
 
 #include "engine/store/store_impl.h"
 
@@ -34,7 +33,7 @@ StoreStats Store::Impl::Stats() {
   if (InOwner() && !disk_only_ && ctl_ && !closed_.load()) {
     while (DrainWrites()) {  // count every Put so far on the disk tier
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     AdvanceFrontierLocked();
     PublishGaugesLocked();
   }
