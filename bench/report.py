@@ -592,9 +592,12 @@ GOAL_WHY = {
         "back from the disk tier in the background (O_DIRECT read, CRC check, copy into the "
         "RAM tier) while the all-in-RAM run reads nothing, and on 2 shared cores that work "
         "competes with the reader, the workers and the model step. A cached epoch lasts "
-        "0.15-0.35 s, so a few tens of milliseconds decide the ratio; runs on this machine "
-        "land between about 1.0 and 1.25 (profiled under perf, the 0-worker pair took 0.687 "
-        "and 0.681 s for epochs 2-5).",
+        "0.15-0.5 s, so a few tens of milliseconds decide the ratio; runs on this machine "
+        "have landed between about 1.0 and 1.5, the high end with 2 workers, whose cached "
+        "epochs are mostly torch's DataLoader moving samples between processes (on "
+        "2026-11-25 the code before the store's split into Residency and its services gave "
+        "1.45 with 2 workers in the same conditions as this report's 1.46; profiled under "
+        "perf earlier, the 0-worker pair took 0.687 and 0.681 s for epochs 2-5).",
     "epoch1_at_most_15pct_slower":
         "epoch 1 pays for the store's copies and disk writes; since the disk write moved to the "
         "owner's planner thread a miss costs tens of microseconds over the decode, so a miss of "
