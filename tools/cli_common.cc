@@ -10,6 +10,7 @@
 #include <utility>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 namespace opt4store {
 
@@ -53,6 +54,16 @@ Status ParseList(std::string_view text, Parse parse, std::vector<T>* values) {
     start = comma + 1;
   }
   return Status::OK();
+}
+
+// Rounds every double in *json to 6 decimal places, as "%.6f" prints it.
+void RoundDoubles(nlohmann::ordered_json* json) {
+  if (json->is_number_float()) {
+    const double v = json->get<double>();
+    if (std::isfinite(v)) *json = std::strtod(StringPrintf("%.6f", v).c_str(), nullptr);
+  } else if (json->is_structured()) {
+    for (nlohmann::ordered_json& element : *json) RoundDoubles(&element);
+  }
 }
 
 struct SizeUnit {
@@ -387,6 +398,11 @@ Status WriteStdout(std::string_view text) {
     return Status::FromErrno("writing to stdout", errno);
   }
   return Status::OK();
+}
+
+std::string JsonLine(nlohmann::ordered_json json) {
+  RoundDoubles(&json);
+  return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace opt4store

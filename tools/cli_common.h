@@ -1,6 +1,7 @@
 // Helpers shared by the opt4store subcommands: the Command record each
 // subcommand registers, number and size parsing, the plan options (shared by
-// every subcommand that takes a plan), and aligned text tables.
+// every subcommand that takes a plan), aligned text tables and the one way
+// --json output is printed.
 //
 // Parsers return Status with a message that quotes the offending text;
 // callers add the option's name with WithContext("--capacity"). Nothing here
@@ -13,6 +14,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "opt4store/plan.h"
 #include "opt4store/status.h"
@@ -102,6 +105,14 @@ class TextTable {
 
 // Writes text to stdout; an error if stdout is closed or full.
 Status WriteStdout(std::string_view text);
+
+// A --json result as one line of JSON and a newline. Commands build it as an
+// nlohmann::ordered_json, so keys come out in the order they were set.
+// Every double is rounded to 6 decimal places (the text output's precision),
+// so the same command prints the same bytes; NaN and infinities become null;
+// bytes of a string that are not UTF-8 (a file name can hold any) become
+// U+FFFD instead of failing the command.
+std::string JsonLine(nlohmann::ordered_json json);
 
 }  // namespace opt4store
 
