@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "opt4store/sizes.h"
 #include "opt4store/status.h"
 #include "tiers/ram_tier.h"
 
@@ -207,7 +208,7 @@ int Main(int argc, char** argv) {
   std::printf("ram_bench%s: %" PRIu64
               " items of 150 KiB (%s per pool), random order, "
               "%d repetitions, one thread\n",
-              args.quick ? " --quick" : "", items, shm::FormatBytes(pool_bytes).c_str(), reps);
+              args.quick ? " --quick" : "", items, FormatSize(pool_bytes).c_str(), reps);
   bench::PrintMachine(machine);
 
   // The baseline pool, and the same bytes in the RAM tier.
@@ -327,11 +328,11 @@ int Main(int argc, char** argv) {
   std::printf(
       "fresh mapping (Attach), first pass, hot destination: %.2f GB/s; after "
       "MapAllPages() (%.2f s for %s): %.2f GB/s\n",
-      fresh_gbps, map_seconds, shm::FormatBytes(pool_bytes).c_str(), mapped_gbps);
+      fresh_gbps, map_seconds, FormatSize(pool_bytes).c_str(), mapped_gbps);
   std::printf("RAM tier stats: %" PRIu64 " hits, %" PRIu64 " bytes copied, %" PRIu64
               " retries; %" PRIu64 " B of shared state per item; segment %s\n",
               stats.hits, stats.bytes_copied, stats.retries, stats.table_bytes_per_item,
-              shm::FormatBytes(stats.segment_bytes).c_str());
+              FormatSize(stats.segment_bytes).c_str());
   std::printf("byte-for-byte check of 256 random items: %s\n", wrong ? "WRONG BYTES" : "ok");
   std::printf(
       "\nsummary: Read of 150 KiB items = %.1f%% (hot destination) and %.1f%% (cold) of "

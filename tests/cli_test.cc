@@ -490,6 +490,36 @@ TEST_CASE("sizes take units and capacity lists", "[cli][simulate]") {
   CHECK(lru.at("bytes_hit") == 4096 * 1024);
 }
 
+// The CLI reads sizes with ParseSize (opt4store/sizes.h): the shared cases
+// of tests/size_cases.json, which sizes_test.cc and Python's test_sizes.py
+// check too, through --item-size.
+TEST_CASE("the CLI reads the shared size cases (--item-size)", "[cli][sizes]") {
+  TempDir dir;
+  std::ifstream in(OPT4STORE_TESTS_DIR "/size_cases.json");
+  REQUIRE(in.good());
+  const Json table = Json::parse(in);
+  for (const Json& c : table.at("cases")) {
+    const std::string text = c.at(0).get<std::string>();
+    if (text.empty()) continue;  // to the CLI, an empty option is one not given
+    INFO("'" << text << "'");
+    // --opt=value, so that "-1GiB" is not taken for an option.
+    CliResult r = dir.Run({"simulate", "--sampler", "sequential", "--dataset-size", "1",
+                           "--item-size=" + text, "--capacity-ratio", "1", "--json"});
+    INFO(r.err);
+    if (c.at(1).is_null()) {
+      CheckOneLineError(r);
+      CHECK(r.err.find("--item-size: '" + text + "'") != std::string::npos);
+      CHECK(r.err.find(c.at(2).get<std::string>()) != std::string::npos);
+    } else if (c.at(1) == 0) {
+      CheckOneLineError(r);
+      CHECK(r.err.find("at least 1 byte") != std::string::npos);
+    } else {
+      REQUIRE(r.status == 0);
+      CHECK(ParseJson(r.out).at("item_size") == c.at(1));
+    }
+  }
+}
+
 TEST_CASE("JSON strings are escaped", "[cli][simulate]") {
   TempDir dir;
   const std::string path = dir.File("we\"ird\\name\t.txt");

@@ -18,6 +18,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "opt4store/plan.h"
+#include "opt4store/sizes.h"
 #include "opt4store/status.h"
 
 namespace CLI {
@@ -43,14 +44,10 @@ Status ParseUintList(std::string_view text, std::vector<uint64_t>* values);
 Status ParseDouble(std::string_view text, double* value);
 Status ParseDoubleList(std::string_view text, std::vector<double>* values);
 
-// A byte count: a number with an optional unit, case-insensitive:
-// B; KiB, MiB, GiB, TiB (powers of 1024); KB, MB, GB, TB (powers of 1000).
-// A fraction is allowed with a unit ("1.5GiB") and rounds to whole bytes.
-Status ParseSize(std::string_view text, uint64_t* bytes);
+// Sizes are ParseSize's and FormatSize's (opt4store/sizes.h), the grammar
+// Python's parse_size reads too. A list is comma-separated, e.g.
+// "1GiB,2GiB, 4GiB"; spaces around an item are ignored.
 Status ParseSizeList(std::string_view text, std::vector<uint64_t>* values);
-
-// "512 B", "1.50 KiB", "3.00 GiB": for people, not for parsing back.
-std::string FormatSize(uint64_t bytes);
 // "1 epoch", "3 epochs": count and noun, with an "s" unless count is 1.
 std::string Plural(uint64_t count, const std::string& noun);
 // "12.34%" for 0.1234.
