@@ -1,6 +1,7 @@
 // bench_common.h: small helpers shared by the benchmarks in bench/: timers,
-// medians, a minimal JSON writer, peak-RSS readers, machine facts and the
-// command line every benchmark accepts (--quick, --json FILE, --reps N).
+// medians, writing results as JSON (nlohmann-json), peak-RSS readers,
+// machine facts and the command line every benchmark accepts (--quick,
+// --json FILE, --reps N).
 //
 // Header-only and free of the engine, so that each *_bench.cc stays one file.
 // Thread safety: none needed; every benchmark is single-threaded.
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -23,6 +25,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace opt4store {
 namespace bench {
@@ -185,125 +189,50 @@ inline void PrintMachine(const MachineInfo& m) {
 
 // ---------------------------------------------------------------- JSON
 
-// Appends JSON text; the caller balances Begin/End. Commas are automatic.
-class Json {
- public:
-  Json& BeginObject() { return Open('{'); }
-  Json& EndObject() { return Close('}'); }
-  Json& BeginArray() { return Open('['); }
-  Json& EndArray() { return Close(']'); }
-  Json& Key(const std::string& k) {
-    Comma();
-    Quote(k);
-    out_ += ':';
-    after_key_ = true;
-    return *this;
-  }
-  Json& Str(const std::string& v) {
-    Comma();
-    Quote(v);
-    return *this;
-  }
-  Json& Num(double v) {
-    Comma();
-    char buf[64];
-    if (v != v || v == 1.0 / 0.0 || v == -1.0 / 0.0) {
-      out_ += "null";
-    } else {
+// A benchmark's results: nlohmann's ordered_json, so that keys come out in
+// the order they were set.
+using Json = nlohmann::ordered_json;
+
+inline Json MachineJson(const MachineInfo& m) {
+  Json j;
+  j["cpus"] = m.cpus;
+  j["cpu_model"] = m.cpu_model;
+  j["mem_total_mib"] = m.mem_total_mib;
+  j["compiler"] = m.compiler;
+  j["optimized"] = m.optimized;
+  j["asserts"] = m.asserts;
+  j["transparent_hugepages"] = m.thp;
+  j["glibc_tunables"] = m.glibc_tunables;
+  j["load_average_at_start"] = m.load_at_start;
+  j["load_average_at_end"] = LoadAverage();
+  return j;
+}
+
+// Rounds every double in *json to 9 significant digits: timings on a shared
+// machine carry no more, and the files stay short.
+inline void RoundDoubles(Json* json) {
+  if (json->is_number_float()) {
+    const double v = json->get<double>();
+    if (std::isfinite(v)) {
+      char buf[64];
       std::snprintf(buf, sizeof buf, "%.9g", v);
-      out_ += buf;
+      *json = std::strtod(buf, nullptr);
     }
-    return *this;
+  } else if (json->is_structured()) {
+    for (Json& element : *json) RoundDoubles(&element);
   }
-  Json& Int(uint64_t v) {
-    Comma();
-    out_ += std::to_string(v);
-    return *this;
-  }
-  Json& SInt(int64_t v) {
-    Comma();
-    out_ += std::to_string(v);
-    return *this;
-  }
-  Json& Bool(bool v) {
-    Comma();
-    out_ += v ? "true" : "false";
-    return *this;
-  }
-  // key: value shorthands
-  Json& KStr(const std::string& k, const std::string& v) { return Key(k).Str(v); }
-  Json& KNum(const std::string& k, double v) { return Key(k).Num(v); }
-  Json& KInt(const std::string& k, uint64_t v) { return Key(k).Int(v); }
-  Json& KSInt(const std::string& k, int64_t v) { return Key(k).SInt(v); }
-  Json& KBool(const std::string& k, bool v) { return Key(k).Bool(v); }
+}
 
-  Json& Machine(const MachineInfo& m) {
-    Key("machine").BeginObject();
-    KInt("cpus", static_cast<uint64_t>(m.cpus));
-    KStr("cpu_model", m.cpu_model);
-    KInt("mem_total_mib", static_cast<uint64_t>(m.mem_total_mib));
-    KStr("compiler", m.compiler);
-    KBool("optimized", m.optimized);
-    KBool("asserts", m.asserts);
-    KStr("transparent_hugepages", m.thp);
-    KStr("glibc_tunables", m.glibc_tunables);
-    KStr("load_average_at_start", m.load_at_start);
-    KStr("load_average_at_end", LoadAverage());
-    return EndObject();
-  }
-
-  const std::string& str() const { return out_; }
-
-  // Writes the text (plus a newline) to path; false on failure.
-  bool WriteTo(const std::string& path) const {
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    if (!f) return false;
-    bool ok = std::fwrite(out_.data(), 1, out_.size(), f) == out_.size();
-    ok = std::fputc('\n', f) != EOF && ok;
-    return std::fclose(f) == 0 && ok;
-  }
-
- private:
-  Json& Open(char c) {
-    Comma();
-    out_ += c;
-    first_ = true;
-    return *this;
-  }
-  Json& Close(char c) {
-    out_ += c;
-    first_ = false;
-    return *this;
-  }
-  void Comma() {
-    if (after_key_) {
-      after_key_ = false;
-      return;
-    }
-    if (!first_ && !out_.empty()) out_ += ',';
-    first_ = false;
-  }
-  void Quote(const std::string& s) {
-    out_ += '"';
-    for (char c : s) {
-      if (c == '"' || c == '\\') {
-        out_ += '\\';
-        out_ += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out_ += buf;
-      } else {
-        out_ += c;
-      }
-    }
-    out_ += '"';
-  }
-
-  std::string out_;
-  bool first_ = true;
-  bool after_key_ = false;
-};
+// Writes json (one line, doubles rounded, NaN and infinities as null) and a
+// newline to path; false on failure.
+inline bool WriteJson(Json json, const std::string& path) {
+  RoundDoubles(&json);
+  const std::string text = json.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return false;
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  return std::fclose(f) == 0 && ok;
+}
 
 // ---------------------------------------------------------------- args
 

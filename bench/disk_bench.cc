@@ -56,6 +56,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -677,79 +678,67 @@ int main(int argc, char** argv) {
 
   if (!args.json.empty()) {
     bench::Json j;
-    j.BeginObject();
-    j.KStr("benchmark", "disk_bench");
-    j.Machine(machine);
-    j.KNum("data_gib", gib).KInt("records", items).KInt("payload_bytes", kPayloadBytes);
-    j.KInt("queue_depth", kQueueDepth).KInt("batch", kBatch).KNum("seconds_per_run", seconds);
-    j.KInt("reps", static_cast<uint64_t>(reps));
-    j.Key("fill").BeginObject();
-    j.KNum("seconds", fill_s).KNum("write_amplification", fill.write_amplification);
-    j.KInt("compressed_records", fill.compressed_records).KInt("segments", fill.segments);
-    j.KNum("index_bytes_per_item", fill.index_bytes_per_item);
-    j.EndObject();
-    j.Key("reads").BeginObject();
-    j.KNum("fio_bytes_per_s_median", fio_med).KNum("tier_payload_bytes_per_s_median", tier_med);
-    j.KNum("ratio_median_of_pairs", ratio).KNum("ratio_of_medians", ratio_of_medians);
-    j.KNum("device_bytes_ratio_of_medians", dev_ratio);
-    j.Key("pair_ratios").BeginArray();
-    for (double v : ratios) j.Num(v);
-    j.EndArray();
-    j.Key("fio_bytes_per_s").BeginArray();
-    for (double v : fio_bw) j.Num(v);
-    j.EndArray();
-    j.Key("tier_payload_bytes_per_s").BeginArray();
-    for (double v : tier_bw) j.Num(v);
-    j.EndArray();
-    j.Key("tier_cpu_fraction").BeginArray();
-    for (double v : tier_cpu) j.Num(v);
-    j.EndArray();
-    j.Key("tier_views_payload_bytes_per_s").BeginArray();
-    for (double v : view_bw) j.Num(v);
-    j.EndArray();
-    j.Key("tier_views_cpu_fraction").BeginArray();
-    for (double v : view_cpu) j.Num(v);
-    j.EndArray();
-    j.Key("concurrent").BeginObject();
-    j.KNum("ratio_median", conc_median);
-    j.Key("ratios").BeginArray();
-    for (double v : conc_ratio) j.Num(v);
-    j.EndArray();
-    j.Key("fio_bytes_per_s").BeginArray();
-    for (double v : conc_fio) j.Num(v);
-    j.EndArray();
-    j.Key("tier_payload_bytes_per_s").BeginArray();
-    for (double v : conc_tier) j.Num(v);
-    j.EndArray();
-    j.EndObject();
-    j.KBool("io_uring", after_reads.io_uring).KBool("direct_io", after_reads.direct_io);
-    j.KInt("wrong_records", wrong).KInt("read_errors", errors);
-    if (!fio_error.empty()) j.KStr("fio_error", fio_error);
-    j.EndObject();
-    j.Key("lz4").BeginArray();
+    j["benchmark"] = "disk_bench";
+    j["machine"] = bench::MachineJson(machine);
+    j["data_gib"] = gib;
+    j["records"] = items;
+    j["payload_bytes"] = kPayloadBytes;
+    j["queue_depth"] = kQueueDepth;
+    j["batch"] = kBatch;
+    j["seconds_per_run"] = seconds;
+    j["reps"] = reps;
+    j["fill"] = {{"seconds", fill_s},
+                 {"write_amplification", fill.write_amplification},
+                 {"compressed_records", fill.compressed_records},
+                 {"segments", fill.segments},
+                 {"index_bytes_per_item", fill.index_bytes_per_item}};
+    bench::Json& reads = j["reads"];
+    reads["fio_bytes_per_s_median"] = fio_med;
+    reads["tier_payload_bytes_per_s_median"] = tier_med;
+    reads["ratio_median_of_pairs"] = ratio;
+    reads["ratio_of_medians"] = ratio_of_medians;
+    reads["device_bytes_ratio_of_medians"] = dev_ratio;
+    reads["pair_ratios"] = ratios;
+    reads["fio_bytes_per_s"] = fio_bw;
+    reads["tier_payload_bytes_per_s"] = tier_bw;
+    reads["tier_cpu_fraction"] = tier_cpu;
+    reads["tier_views_payload_bytes_per_s"] = view_bw;
+    reads["tier_views_cpu_fraction"] = view_cpu;
+    reads["concurrent"] = {{"ratio_median", conc_median},
+                           {"ratios", conc_ratio},
+                           {"fio_bytes_per_s", conc_fio},
+                           {"tier_payload_bytes_per_s", conc_tier}};
+    reads["io_uring"] = after_reads.io_uring;
+    reads["direct_io"] = after_reads.direct_io;
+    reads["wrong_records"] = wrong;
+    reads["read_errors"] = errors;
+    if (!fio_error.empty()) reads["fio_error"] = fio_error;
+    j["lz4"] = bench::Json::array();
     for (const CodecResult& c : codecs) {
-      j.BeginObject().KStr("data", c.name).KNum("ratio", c.ratio).KBool("compressed", c.compressed);
-      j.KNum("encode_mb_s", c.encode_mb_s).KNum("decode_mb_s", c.decode_mb_s).EndObject();
+      j["lz4"].push_back({{"data", c.name},
+                          {"ratio", c.ratio},
+                          {"compressed", c.compressed},
+                          {"encode_mb_s", c.encode_mb_s},
+                          {"decode_mb_s", c.decode_mb_s}});
     }
-    j.EndArray();
-    j.Key("churn").BeginArray();
+    j["churn"] = bench::Json::array();
     for (const Churn& c : churns) {
-      j.BeginObject();
-      j.KNum("max_dead_fraction", c.max_dead_fraction);
-      j.KInt("budget_bytes", co.budget_bytes).KInt("put_bytes", c.put_bytes);
-      j.KNum("seconds", c.seconds).KNum("write_amplification", c.stats.write_amplification);
-      j.KInt("evictions", c.stats.evictions).KInt("compactions", c.stats.compactions);
-      j.KNum("file_fraction", static_cast<double>(c.stats.file_bytes) / co.budget_bytes);
-      j.KNum("live_fraction", static_cast<double>(c.stats.live_bytes) / co.budget_bytes);
-      j.EndObject();
+      j["churn"].push_back(
+          {{"max_dead_fraction", c.max_dead_fraction},
+           {"budget_bytes", co.budget_bytes},
+           {"put_bytes", c.put_bytes},
+           {"seconds", c.seconds},
+           {"write_amplification", c.stats.write_amplification},
+           {"evictions", c.stats.evictions},
+           {"compactions", c.stats.compactions},
+           {"file_fraction", static_cast<double>(c.stats.file_bytes) / co.budget_bytes},
+           {"live_fraction", static_cast<double>(c.stats.live_bytes) / co.budget_bytes}});
     }
-    j.EndArray();
-    j.KNum("index_bytes_per_item_sized", index_bytes_per_item);
-    j.KNum("index_bytes_per_item_grown", index_grown_bytes_per_item);
-    j.KInt("index_ids", index_n);
-    j.KBool("goal_met", goal_met);
-    j.EndObject();
-    if (!j.WriteTo(args.json)) {
+    j["index_bytes_per_item_sized"] = index_bytes_per_item;
+    j["index_bytes_per_item_grown"] = index_grown_bytes_per_item;
+    j["index_ids"] = index_n;
+    j["goal_met"] = goal_met;
+    if (!bench::WriteJson(std::move(j), args.json)) {
       std::fprintf(stderr, "disk_bench: cannot write %s\n", args.json.c_str());
       return 3;
     }

@@ -20,7 +20,7 @@
 #                                            --workers 0,8 --json $OUT/g1.json)
 #
 # The GPU machine (the `device` tool) reaches no package registry and has
-# none of RocksDB, liburing, LZ4's headers or CLI11; it has CUDA, python3 with
+# none of RocksDB, liburing, LZ4's headers, CLI11 or nlohmann-json; it has CUDA, python3 with
 # torch 2.x, timm, pybind11, CMake and a compiler. So `fetch` runs here and
 # every call there carries the folder: run(carry=[".debs"], command=
 # "bench/gpu_device.sh check"). .debs/ is git-ignored. The packages are
@@ -40,7 +40,7 @@ PYTHON=${OPT4STORE_PYTHON:-python3}
 # python3-pathspec is scikit-build-core's one dependency that pip
 # environments often lack.
 PACKAGES=(librocksdb-dev librocksdb7.8 libgflags2.2 libsnappy1v5 liburing-dev liburing2
-          liblz4-dev liblz4-1 libcli11-dev catch2 python3-pathspec)
+          liblz4-dev liblz4-1 libcli11-dev nlohmann-json3-dev catch2 python3-pathspec)
 
 log() { printf '[gpu_device.sh] %s\n' "$*" >&2; }
 die() { printf '[gpu_device.sh] error: %s\n' "$*" >&2; exit 1; }
@@ -61,9 +61,10 @@ unpack() {
   for deb in "$DEBS"/*.deb; do dpkg -x "$deb" "$DEPS"; done
   export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export CMAKE_PREFIX_PATH="$DEPS/usr${CMAKE_PREFIX_PATH:+;$CMAKE_PREFIX_PATH}"
-  # CLI11 and Catch2 are header-only; the libraries are found by file name,
-  # since the unpacked .pc files name /usr and RocksDB's package config
-  # wants the -dev packages of five compression libraries (tiers/CMakeLists.txt).
+  # CLI11, nlohmann-json and Catch2 are header-only; the libraries are found
+  # by file name, since the unpacked .pc files name /usr and RocksDB's
+  # package config wants the -dev packages of five compression libraries
+  # (tiers/CMakeLists.txt).
   export CMAKE_ARGS="-DOPT4STORE_FIND_DEPS_BY_NAME=ON${CMAKE_ARGS:+ $CMAKE_ARGS}"
 }
 

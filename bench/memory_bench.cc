@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -267,58 +268,51 @@ int Main(int argc, char** argv) {
 
   if (!args.json.empty()) {
     bench::Json j;
-    j.BeginObject();
-    j.KStr("benchmark", "memory_bench");
-    j.KBool("quick", args.quick);
-    j.Machine(machine);
-    j.KStr("plan", base.plan.Describe());
-    j.KInt("capacity_items", capacity);
-    j.KInt("expected_opt_hits", expected_hits);
-    j.KNum("goal_peak_mib", 256);
-    j.KBool("goal_met", goal_met && !error);
-    j.KBool("hits_ok", hits_ok && !error);
-    j.KStr("method",
-           "each configuration runs Simulate() in a forked child; peak = max(ru_maxrss, "
-           "VmHWM) in the child");
-    j.Key("failures").BeginArray();
-    for (const std::string& f : failures) j.Str(f);
-    j.EndArray();
-    j.Key("configurations").BeginArray();
+    j["benchmark"] = "memory_bench";
+    j["quick"] = args.quick;
+    j["machine"] = bench::MachineJson(machine);
+    j["plan"] = base.plan.Describe();
+    j["capacity_items"] = capacity;
+    j["expected_opt_hits"] = expected_hits;
+    j["goal_peak_mib"] = 256.0;
+    j["goal_met"] = goal_met && !error;
+    j["hits_ok"] = hits_ok && !error;
+    j["method"] =
+        "each configuration runs Simulate() in a forked child; peak = max(ru_maxrss, "
+        "VmHWM) in the child";
+    j["failures"] = failures;
+    j["configurations"] = bench::Json::array();
     for (const Outcome& o : outcomes) {
       const ChildReport& r = o.report;
-      j.BeginObject();
-      j.KStr("name", o.config.name);
-      j.KBool("ok", r.ok);
-      if (!r.ok) j.KStr("error", r.error);
-      j.KInt("reads", r.accesses);
-      j.KInt("window", r.window);
-      j.KBool("exact_window", r.exact_window);
-      j.KNum("wall_s", r.wall_seconds);
-      j.KNum("cpu_s", r.cpu_seconds);
-      j.KNum("ru_maxrss_mib", r.maxrss_kib / 1024.0);
-      j.KNum("vmhwm_mib", r.vmhwm_kib / 1024.0);
-      j.KNum("wait4_maxrss_mib", o.wait4_maxrss_kib / 1024.0);
-      j.KNum("baseline_rss_mib", r.rss_before_kib / 1024.0);
-      j.Key("policies").BeginArray();
+      bench::Json c;
+      c["name"] = o.config.name;
+      c["ok"] = r.ok != 0;
+      if (!r.ok) c["error"] = r.error;
+      c["reads"] = r.accesses;
+      c["window"] = r.window;
+      c["exact_window"] = r.exact_window != 0;
+      c["wall_s"] = r.wall_seconds;
+      c["cpu_s"] = r.cpu_seconds;
+      c["ru_maxrss_mib"] = r.maxrss_kib / 1024.0;
+      c["vmhwm_mib"] = r.vmhwm_kib / 1024.0;
+      c["wait4_maxrss_mib"] = o.wait4_maxrss_kib / 1024.0;
+      c["baseline_rss_mib"] = r.rss_before_kib / 1024.0;
+      c["policies"] = bench::Json::array();
       for (int i = 0; i < r.num_policies; ++i) {
         const ChildPolicy& p = r.policies[i];
-        j.BeginObject();
-        j.KStr("policy", PolicyName(static_cast<PolicyKind>(p.kind)));
-        j.KInt("hits", p.hits);
-        j.KNum("hit_rate", r.accesses ? static_cast<double>(p.hits) / r.accesses : 0);
-        j.KInt("misses", p.misses);
-        j.KInt("bypasses", p.bypasses);
-        j.KInt("evictions", p.evictions);
-        j.KInt("ambiguous", p.ambiguous);
-        j.KNum("seconds", p.seconds);
-        j.EndObject();
+        c["policies"].push_back(
+            {{"policy", PolicyName(static_cast<PolicyKind>(p.kind))},
+             {"hits", p.hits},
+             {"hit_rate", r.accesses ? static_cast<double>(p.hits) / r.accesses : 0.0},
+             {"misses", p.misses},
+             {"bypasses", p.bypasses},
+             {"evictions", p.evictions},
+             {"ambiguous", p.ambiguous},
+             {"seconds", p.seconds}});
       }
-      j.EndArray();
-      j.EndObject();
+      j["configurations"].push_back(std::move(c));
     }
-    j.EndArray();
-    j.EndObject();
-    if (!j.WriteTo(args.json)) {
+    if (!bench::WriteJson(std::move(j), args.json)) {
       std::fprintf(stderr, "memory_bench: cannot write %s\n", args.json.c_str());
       return 3;
     }

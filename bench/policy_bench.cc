@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -368,57 +369,50 @@ void PrintScenario(const Scenario& s, const ScenarioOutcome& o) {
   for (const std::string& f : o.notes) std::printf("   note: %s\n", f.c_str());
 }
 
-void ScenarioJson(bench::Json& j, const Scenario& s, const ScenarioOutcome& o) {
+bench::Json ScenarioJson(const Scenario& s, const ScenarioOutcome& o) {
   const double reads = static_cast<double>(s.seq->size());
-  j.BeginObject();
-  j.KStr("name", s.name);
-  j.KStr("plan", s.generated.Describe());
-  j.KInt("reads", s.seq->size());
-  j.KInt("num_ids", s.num_ids);
-  j.KInt("capacity_items", s.capacity);
-  j.KStr("input", "one in-memory sequence shared by reference and engine; generation untimed");
-  j.KNum("generate_seconds", s.generate_seconds);
-  j.KNum("speedup_vs_reference", o.speedup);
-  j.KNum("speedup_vs_reference_cpu", o.speedup_cpu);
-  j.KNum("speedup_goal", kSpeedupGoal);
-  j.KBool("speedup_goal_met", o.speedup >= kSpeedupGoal);
-  j.KBool("hits_identical", o.hits_identical);
-  j.Key("failures").BeginArray();
-  for (const std::string& f : o.failures) j.Str(f);
-  j.EndArray();
-  j.Key("notes").BeginArray();
-  for (const std::string& f : o.notes) j.Str(f);
-  j.EndArray();
-  j.Key("rows").BeginArray();
+  bench::Json j;
+  j["name"] = s.name;
+  j["plan"] = s.generated.Describe();
+  j["reads"] = s.seq->size();
+  j["num_ids"] = s.num_ids;
+  j["capacity_items"] = s.capacity;
+  j["input"] = "one in-memory sequence shared by reference and engine; generation untimed";
+  j["generate_seconds"] = s.generate_seconds;
+  j["speedup_vs_reference"] = o.speedup;
+  j["speedup_vs_reference_cpu"] = o.speedup_cpu;
+  j["speedup_goal"] = kSpeedupGoal;
+  j["speedup_goal_met"] = o.speedup >= kSpeedupGoal;
+  j["hits_identical"] = o.hits_identical;
+  j["failures"] = o.failures;
+  j["notes"] = o.notes;
+  j["rows"] = bench::Json::array();
   const double ref_wall = o.rows[0].samples.MedianWall();
   for (const Row& row : o.rows) {
-    j.BeginObject();
-    j.KStr("name", bench::Trim(row.name));
-    j.KStr("what", row.note);
+    bench::Json r;
+    r["name"] = bench::Trim(row.name);
+    r["what"] = row.note;
     if (row.has_counts) {
-      j.KInt("hits", row.counts.hits);
-      j.KInt("misses", row.counts.misses);
-      j.KInt("admissions", row.counts.admissions);
-      j.KInt("bypasses", row.counts.bypasses);
-      j.KInt("evictions", row.counts.evictions);
-      j.KInt("ambiguous", row.counts.ambiguous);
-      j.KNum("hit_rate", static_cast<double>(row.counts.hits) / reads);
-      j.KBool("counts_stable", row.counts_stable);
+      r["hits"] = row.counts.hits;
+      r["misses"] = row.counts.misses;
+      r["admissions"] = row.counts.admissions;
+      r["bypasses"] = row.counts.bypasses;
+      r["evictions"] = row.counts.evictions;
+      r["ambiguous"] = row.counts.ambiguous;
+      r["hit_rate"] = static_cast<double>(row.counts.hits) / reads;
+      r["counts_stable"] = row.counts_stable;
     }
-    j.KNum("median_wall_s", row.samples.MedianWall());
-    j.KNum("median_cpu_s", row.samples.MedianCpu());
-    j.KNum("min_wall_s", bench::Min(row.samples.wall));
-    j.KNum("max_wall_s", bench::Max(row.samples.wall));
-    j.KNum("ns_per_read", 1e9 * row.samples.MedianWall() / reads);
-    j.KNum("ns_per_read_cpu", 1e9 * row.samples.MedianCpu() / reads);
-    j.KNum("speedup_vs_reference", ref_wall / row.samples.MedianWall());
-    j.Key("wall_s").BeginArray();
-    for (double w : row.samples.wall) j.Num(w);
-    j.EndArray();
-    j.EndObject();
+    r["median_wall_s"] = row.samples.MedianWall();
+    r["median_cpu_s"] = row.samples.MedianCpu();
+    r["min_wall_s"] = bench::Min(row.samples.wall);
+    r["max_wall_s"] = bench::Max(row.samples.wall);
+    r["ns_per_read"] = 1e9 * row.samples.MedianWall() / reads;
+    r["ns_per_read_cpu"] = 1e9 * row.samples.MedianCpu() / reads;
+    r["speedup_vs_reference"] = ref_wall / row.samples.MedianWall();
+    r["wall_s"] = row.samples.wall;
+    j["rows"].push_back(std::move(r));
   }
-  j.EndArray();
-  j.EndObject();
+  return j;
 }
 
 int Main(int argc, char** argv) {
@@ -467,25 +461,24 @@ int Main(int argc, char** argv) {
 
   if (!args.json.empty()) {
     bench::Json j;
-    j.BeginObject();
-    j.KStr("benchmark", "policy_bench");
-    j.KBool("quick", args.quick);
-    j.KInt("reps", static_cast<uint64_t>(reps));
-    j.KStr("statistic", "median of reps; wall clock (steady_clock) and process CPU time");
-    j.Machine(machine);
-    j.KStr("fairness",
-           "reference and engine read the same in-memory std::vector<uint32_t>, generated "
-           "before timing; reference time includes its next-use pass; each engine policy is "
-           "one Simulate() call (one policy, window = whole plan), which includes "
-           "NextUseStream::Open, NewPolicy and the simulator's loop");
-    j.KBool("hits_identical", identical);
-    j.KBool("speedup_goal_met", goal_met);
-    j.KInt("peak_rss_kib", static_cast<uint64_t>(peak_kib));
-    j.Key("scenarios").BeginArray();
-    for (size_t i = 0; i < scenarios.size(); ++i) ScenarioJson(j, scenarios[i], outcomes[i]);
-    j.EndArray();
-    j.EndObject();
-    if (!j.WriteTo(args.json)) {
+    j["benchmark"] = "policy_bench";
+    j["quick"] = args.quick;
+    j["reps"] = reps;
+    j["statistic"] = "median of reps; wall clock (steady_clock) and process CPU time";
+    j["machine"] = bench::MachineJson(machine);
+    j["fairness"] =
+        "reference and engine read the same in-memory std::vector<uint32_t>, generated "
+        "before timing; reference time includes its next-use pass; each engine policy is "
+        "one Simulate() call (one policy, window = whole plan), which includes "
+        "NextUseStream::Open, NewPolicy and the simulator's loop";
+    j["hits_identical"] = identical;
+    j["speedup_goal_met"] = goal_met;
+    j["peak_rss_kib"] = peak_kib;
+    j["scenarios"] = bench::Json::array();
+    for (size_t i = 0; i < scenarios.size(); ++i) {
+      j["scenarios"].push_back(ScenarioJson(scenarios[i], outcomes[i]));
+    }
+    if (!bench::WriteJson(std::move(j), args.json)) {
       std::fprintf(stderr, "policy_bench: cannot write %s\n", args.json.c_str());
       return 3;
     }

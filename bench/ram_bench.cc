@@ -42,9 +42,11 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
+#include "opt4store/sizes.h"
 #include "opt4store/status.h"
 #include "tiers/ram_tier.h"
 
@@ -206,7 +208,7 @@ int Main(int argc, char** argv) {
   std::printf("ram_bench%s: %" PRIu64
               " items of 150 KiB (%s per pool), random order, "
               "%d repetitions, one thread\n",
-              args.quick ? " --quick" : "", items, shm::FormatBytes(pool_bytes).c_str(), reps);
+              args.quick ? " --quick" : "", items, FormatSize(pool_bytes).c_str(), reps);
   bench::PrintMachine(machine);
 
   // The baseline pool, and the same bytes in the RAM tier.
@@ -326,11 +328,11 @@ int Main(int argc, char** argv) {
   std::printf(
       "fresh mapping (Attach), first pass, hot destination: %.2f GB/s; after "
       "MapAllPages() (%.2f s for %s): %.2f GB/s\n",
-      fresh_gbps, map_seconds, shm::FormatBytes(pool_bytes).c_str(), mapped_gbps);
+      fresh_gbps, map_seconds, FormatSize(pool_bytes).c_str(), mapped_gbps);
   std::printf("RAM tier stats: %" PRIu64 " hits, %" PRIu64 " bytes copied, %" PRIu64
               " retries; %" PRIu64 " B of shared state per item; segment %s\n",
               stats.hits, stats.bytes_copied, stats.retries, stats.table_bytes_per_item,
-              shm::FormatBytes(stats.segment_bytes).c_str());
+              FormatSize(stats.segment_bytes).c_str());
   std::printf("byte-for-byte check of 256 random items: %s\n", wrong ? "WRONG BYTES" : "ok");
   std::printf(
       "\nsummary: Read of 150 KiB items = %.1f%% (hot destination) and %.1f%% (cold) of "
@@ -339,61 +341,46 @@ int Main(int argc, char** argv) {
 
   if (!args.json.empty()) {
     bench::Json j;
-    j.BeginObject();
-    j.KStr("benchmark", "ram_bench");
-    j.KBool("quick", args.quick);
-    j.Machine(machine);
-    j.KStr("method",
-           "one thread; N items of 150 KiB in a plain anonymous mapping and in a RamTier; "
-           "per repetition a memcpy pass then a RamTier::Read pass over the same seeded random "
-           "order into the same destination(s); medians over repetitions");
-    j.KInt("item_bytes", kItemBytes);
-    j.KInt("items", items);
-    j.KInt("pool_bytes", pool_bytes);
-    j.KInt("repetitions", static_cast<uint64_t>(reps));
-    j.KNum("goal_ratio", kGoalRatio);
-    j.KBool("goal_met", goal_met);
-    j.KBool("bytes_ok", wrong == 0);
-    j.Key("results").BeginArray();
+    j["benchmark"] = "ram_bench";
+    j["quick"] = args.quick;
+    j["machine"] = bench::MachineJson(machine);
+    j["method"] =
+        "one thread; N items of 150 KiB in a plain anonymous mapping and in a RamTier; "
+        "per repetition a memcpy pass then a RamTier::Read pass over the same seeded random "
+        "order into the same destination(s); medians over repetitions";
+    j["item_bytes"] = kItemBytes;
+    j["items"] = items;
+    j["pool_bytes"] = pool_bytes;
+    j["repetitions"] = reps;
+    j["goal_ratio"] = kGoalRatio;
+    j["goal_met"] = goal_met;
+    j["bytes_ok"] = wrong == 0;
+    j["results"] = bench::Json::array();
     for (const PairResult& r : results) {
-      j.BeginObject();
-      j.KStr("destination", r.name);
-      j.KNum("memcpy_gbps", r.memcpy_median);
-      j.KNum("read_gbps", r.read_median);
-      j.KNum("ratio", r.ratio_median);
-      j.KNum("ratio_min", bench::Min(r.ratio));
-      j.KNum("ratio_max", bench::Max(r.ratio));
-      j.KNum("prefetched_read_gbps", r.prefetched_median);
-      j.KNum("prefetched_ratio", r.prefetched_ratio_median);
-      j.Key("memcpy_gbps_all").BeginArray();
-      for (double v : r.memcpy_gbps) j.Num(v);
-      j.EndArray();
-      j.Key("read_gbps_all").BeginArray();
-      for (double v : r.read_gbps) j.Num(v);
-      j.EndArray();
-      j.EndObject();
+      j["results"].push_back({{"destination", r.name},
+                              {"memcpy_gbps", r.memcpy_median},
+                              {"read_gbps", r.read_median},
+                              {"ratio", r.ratio_median},
+                              {"ratio_min", bench::Min(r.ratio)},
+                              {"ratio_max", bench::Max(r.ratio)},
+                              {"prefetched_read_gbps", r.prefetched_median},
+                              {"prefetched_ratio", r.prefetched_ratio_median},
+                              {"memcpy_gbps_all", r.memcpy_gbps},
+                              {"read_gbps_all", r.read_gbps}});
     }
-    j.EndArray();
-    j.Key("fresh_mapping").BeginObject();
-    j.KNum("first_pass_gbps", fresh_gbps);
-    j.KNum("map_all_pages_s", map_seconds);
-    j.KNum("first_pass_after_map_all_pages_gbps", mapped_gbps);
-    j.EndObject();
-    j.Key("small_items").BeginObject();
-    j.KInt("item_bytes", small_bytes);
-    j.KInt("items", small_items);
-    j.KNum("memcpy_ns", small_memcpy_ns);
-    j.KNum("read_ns", small_read_ns);
-    j.KNum("prefetched_read_ns", small_prefetched_ns);
-    j.EndObject();
-    j.Key("ram_tier").BeginObject();
-    j.KInt("hits", stats.hits);
-    j.KInt("retries", stats.retries);
-    j.KInt("table_bytes_per_item", stats.table_bytes_per_item);
-    j.KInt("segment_bytes", stats.segment_bytes);
-    j.EndObject();
-    j.EndObject();
-    if (!j.WriteTo(args.json)) {
+    j["fresh_mapping"] = {{"first_pass_gbps", fresh_gbps},
+                          {"map_all_pages_s", map_seconds},
+                          {"first_pass_after_map_all_pages_gbps", mapped_gbps}};
+    j["small_items"] = {{"item_bytes", small_bytes},
+                        {"items", small_items},
+                        {"memcpy_ns", small_memcpy_ns},
+                        {"read_ns", small_read_ns},
+                        {"prefetched_read_ns", small_prefetched_ns}};
+    j["ram_tier"] = {{"hits", stats.hits},
+                     {"retries", stats.retries},
+                     {"table_bytes_per_item", stats.table_bytes_per_item},
+                     {"segment_bytes", stats.segment_bytes}};
+    if (!bench::WriteJson(std::move(j), args.json)) {
       std::fprintf(stderr, "ram_bench: cannot write %s\n", args.json.c_str());
       return 3;
     }

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -338,61 +339,48 @@ int Main(int argc, char** argv) {
 
   if (!args.json.empty()) {
     bench::Json j;
-    j.BeginObject();
-    j.KStr("benchmark", "sizes_bench");
-    j.KBool("quick", args.quick);
-    j.Machine(machine);
-    j.KStr("size_models", "lognormal: exp(N(ln 65536, 1.0)); two-class: 90% 16 KiB, 10% 320 KiB");
-    j.Key("large").BeginArray();
+    j["benchmark"] = "sizes_bench";
+    j["quick"] = args.quick;
+    j["machine"] = bench::MachineJson(machine);
+    j["size_models"] = "lognormal: exp(N(ln 65536, 1.0)); two-class: 90% 16 KiB, 10% 320 KiB";
+    j["large"] = bench::Json::array();
     for (const LargeRow& r : large) {
-      j.BeginObject();
-      j.KStr("sizes", r.sizes);
-      j.KStr("plan", r.plan);
-      j.KNum("capacity_fraction", r.fraction);
-      j.KInt("capacity_bytes", r.capacity);
-      j.KStr("policy", PolicyName(r.kind));
-      j.KInt("reads", r.reads);
-      j.KInt("hits", r.counters.hits);
-      j.KInt("bypasses", r.counters.bypasses);
-      j.KInt("evictions", r.counters.evictions);
-      j.KNum("hit_rate", r.hit_rate());
-      j.KNum("byte_hit_rate", r.byte_hit_rate());
-      j.KNum("seconds", r.seconds);
-      j.EndObject();
+      j["large"].push_back({{"sizes", r.sizes},
+                            {"plan", r.plan},
+                            {"capacity_fraction", r.fraction},
+                            {"capacity_bytes", r.capacity},
+                            {"policy", PolicyName(r.kind)},
+                            {"reads", r.reads},
+                            {"hits", r.counters.hits},
+                            {"bypasses", r.counters.bypasses},
+                            {"evictions", r.counters.evictions},
+                            {"hit_rate", r.hit_rate()},
+                            {"byte_hit_rate", r.byte_hit_rate()},
+                            {"seconds", r.seconds}});
     }
-    j.EndArray();
-    j.Key("small").BeginArray();
+    j["small"] = bench::Json::array();
     for (size_t m = 0; m < small.size(); ++m) {
       const SmallStats& st = small[m];
-      j.BeginObject();
-      j.KStr("sizes", kSizeModels[m]);
-      j.KInt("cases", st.cases);
-      j.KInt("optimum_hits", st.optimum_hits);
-      j.Key("policies").BeginArray();
+      bench::Json policies = bench::Json::array();
       for (PolicyKind k : kCompared) {
-        j.BeginObject();
-        j.KStr("policy", PolicyName(k));
-        j.KInt("hits", st.hits.count(k) ? st.hits.at(k) : 0);
-        j.KNum("mean_relative_gap",
-               st.rel_cases.count(k) && st.rel_cases.at(k)
-                   ? st.rel_gap_sum.at(k) / double(st.rel_cases.at(k))
-                   : 0);
-        j.KNum("share_at_optimum",
-               st.cases ? double(st.at_optimum.count(k) ? st.at_optimum.at(k) : 0) / double(st.cases)
-                        : 0);
-        j.KNum("worst_relative_gap", st.worst_rel_gap.count(k) ? st.worst_rel_gap.at(k) : 0);
-        j.KInt("above_optimum", st.above.count(k) ? st.above.at(k) : 0);
-        j.EndObject();
+        const uint64_t at_optimum = st.at_optimum.count(k) ? st.at_optimum.at(k) : 0;
+        policies.push_back(
+            {{"policy", PolicyName(k)},
+             {"hits", st.hits.count(k) ? st.hits.at(k) : 0},
+             {"mean_relative_gap", st.rel_cases.count(k) && st.rel_cases.at(k)
+                                       ? st.rel_gap_sum.at(k) / double(st.rel_cases.at(k))
+                                       : 0.0},
+             {"share_at_optimum", st.cases ? double(at_optimum) / double(st.cases) : 0.0},
+             {"worst_relative_gap", st.worst_rel_gap.count(k) ? st.worst_rel_gap.at(k) : 0.0},
+             {"above_optimum", st.above.count(k) ? st.above.at(k) : 0}});
       }
-      j.EndArray();
-      j.EndObject();
+      j["small"].push_back({{"sizes", kSizeModels[m]},
+                            {"cases", st.cases},
+                            {"optimum_hits", st.optimum_hits},
+                            {"policies", std::move(policies)}});
     }
-    j.EndArray();
-    j.Key("failures").BeginArray();
-    for (const std::string& f : failures) j.Str(f);
-    j.EndArray();
-    j.EndObject();
-    if (!j.WriteTo(args.json)) {
+    j["failures"] = failures;
+    if (!bench::WriteJson(std::move(j), args.json)) {
       std::fprintf(stderr, "sizes_bench: cannot write %s\n", args.json.c_str());
       return 3;
     }

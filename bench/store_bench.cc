@@ -99,6 +99,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -1101,72 +1102,94 @@ int main(int argc, char** argv) {
 
   if (!args.json.empty()) {
     bench::Json j;
-    j.BeginObject();
-    j.KStr("benchmark", "store_bench");
-    j.Machine(machine);
-    j.KStr("directory_fs", fs);
-    j.KInt("items", items).KInt("item_bytes", setup.item_bytes);
-    j.KInt("ram_bytes", setup.ram_bytes).KInt("disk_bytes", setup.disk_bytes);
-    j.KInt("epochs", epochs).KInt("reps", static_cast<uint64_t>(reps));
-    j.KNum("fill_seconds", fill_s);
-    j.KNum("ram_hit_median_ns", hit_ns).KNum("ram_hit_mean_ns", hit_mean_ns);
-    j.Key("disk_speed").BeginArray();
+    j["benchmark"] = "store_bench";
+    j["machine"] = bench::MachineJson(machine);
+    j["directory_fs"] = fs;
+    j["items"] = items;
+    j["item_bytes"] = setup.item_bytes;
+    j["ram_bytes"] = setup.ram_bytes;
+    j["disk_bytes"] = setup.disk_bytes;
+    j["epochs"] = epochs;
+    j["reps"] = reps;
+    j["fill_seconds"] = fill_s;
+    j["ram_hit_median_ns"] = hit_ns;
+    j["ram_hit_mean_ns"] = hit_mean_ns;
+    j["disk_speed"] = bench::Json::array();
     for (const DiskSpeed& d : speeds_seen) {
-      j.BeginObject();
-      j.KNum("ondemand_bytes_per_s", d.ondemand_bytes_per_s);
-      j.KNum("ondemand_items_per_s", d.ondemand_items_per_s);
-      j.KNum("ondemand_median_us", d.ondemand_median_us).KNum("ondemand_p99_us", d.ondemand_p99_us);
-      j.KNum("multiget_qd32_batch1024_bytes_per_s", d.qd32_bytes_per_s);
-      j.KNum("multiget_qd32_batch32_bytes_per_s", d.qd32_batch32_bytes_per_s);
-      j.EndObject();
+      j["disk_speed"].push_back(
+          {{"ondemand_bytes_per_s", d.ondemand_bytes_per_s},
+           {"ondemand_items_per_s", d.ondemand_items_per_s},
+           {"ondemand_median_us", d.ondemand_median_us},
+           {"ondemand_p99_us", d.ondemand_p99_us},
+           {"multiget_qd32_batch1024_bytes_per_s", d.qd32_bytes_per_s},
+           {"multiget_qd32_batch32_bytes_per_s", d.qd32_batch32_bytes_per_s}});
     }
-    j.EndArray();
-    j.Key("runs").BeginArray();
+    j["runs"] = bench::Json::array();
     for (const RunResult& r : runs) {
-      j.BeginObject();
-      j.KInt("rep", static_cast<uint64_t>(r.rep)).KInt("prefetch_depth", r.key.depth);
-      j.KStr("variant", r.key.variant);
-      j.KStr("speed_basis", r.key.basis).KNum("speed_multiple", r.key.mult);
-      j.KNum("consume_bytes_per_s", r.speed_bytes_per_s).KNum("t_us", r.t_us);
-      j.KInt("reads", r.reads).KNum("wall_s", r.wall_s).KNum("get_s", r.get_s);
-      j.KNum("wait_s", r.wait_s).KNum("wait_share", r.wait_share);
-      j.KNum("wait_ram_s", r.wait_ram_s).KNum("wait_disk_s", r.wait_disk_s);
-      j.KInt("source_ram", r.n_ram).KInt("source_disk", r.n_disk).KInt("source_miss", r.n_miss);
-      j.KNum("ram_get_median_us", r.ram_get_median_us).KNum("first_get_ms", r.first_get_ms);
-      j.KInt("prefetched", r.stats.prefetched).KInt("stats_waits", r.stats.waits);
-      j.KInt("stats_wait_ns", r.stats.wait_ns).KInt("stats_hits_disk", r.stats.hits_disk);
-      j.KInt("ram_insert_failures", r.stats.ram_insert_failures);
-      j.KNum("reader_cpu_s", r.reader_cpu_s).KNum("others_cpu_s", r.others_cpu_s);
-      j.KNum("reader_run_delay_s", r.run_delay_s);
-      j.KNum("machine_other_cores", r.machine_other_cores);
-      j.KNum("machine_steal_cores", r.machine_steal_cores);
-      j.KNum("reader_asleep_s", r.asleep_s).KNum("spin_gaps_s", r.spin_gaps_s);
-      j.KSInt("voluntary_switches", r.voluntary_switches);
-      j.KSInt("involuntary_switches", r.involuntary_switches);
-      j.KInt("slow_ram_gets", r.slow_ram).KInt("slow_disk_gets", r.slow_disk);
-      j.KNum("effective_speed_multiple", r.effective_mult);
-      j.KNum("consume_late_s", r.consume_late_s).KInt("wasted_prefetch", r.wasted_prefetch);
-      j.KInt("checks_over_t", r.overruns).KInt("wrong", r.wrong).KInt("errors", r.errors);
-      j.EndObject();
+      bench::Json run;
+      run["rep"] = r.rep;
+      run["prefetch_depth"] = r.key.depth;
+      run["variant"] = r.key.variant;
+      run["speed_basis"] = r.key.basis;
+      run["speed_multiple"] = r.key.mult;
+      run["consume_bytes_per_s"] = r.speed_bytes_per_s;
+      run["t_us"] = r.t_us;
+      run["reads"] = r.reads;
+      run["wall_s"] = r.wall_s;
+      run["get_s"] = r.get_s;
+      run["wait_s"] = r.wait_s;
+      run["wait_share"] = r.wait_share;
+      run["wait_ram_s"] = r.wait_ram_s;
+      run["wait_disk_s"] = r.wait_disk_s;
+      run["source_ram"] = r.n_ram;
+      run["source_disk"] = r.n_disk;
+      run["source_miss"] = r.n_miss;
+      run["ram_get_median_us"] = r.ram_get_median_us;
+      run["first_get_ms"] = r.first_get_ms;
+      run["prefetched"] = r.stats.prefetched;
+      run["stats_waits"] = r.stats.waits;
+      run["stats_wait_ns"] = r.stats.wait_ns;
+      run["stats_hits_disk"] = r.stats.hits_disk;
+      run["ram_insert_failures"] = r.stats.ram_insert_failures;
+      run["reader_cpu_s"] = r.reader_cpu_s;
+      run["others_cpu_s"] = r.others_cpu_s;
+      run["reader_run_delay_s"] = r.run_delay_s;
+      run["machine_other_cores"] = r.machine_other_cores;
+      run["machine_steal_cores"] = r.machine_steal_cores;
+      run["reader_asleep_s"] = r.asleep_s;
+      run["spin_gaps_s"] = r.spin_gaps_s;
+      run["voluntary_switches"] = r.voluntary_switches;
+      run["involuntary_switches"] = r.involuntary_switches;
+      run["slow_ram_gets"] = r.slow_ram;
+      run["slow_disk_gets"] = r.slow_disk;
+      run["effective_speed_multiple"] = r.effective_mult;
+      run["consume_late_s"] = r.consume_late_s;
+      run["wasted_prefetch"] = r.wasted_prefetch;
+      run["checks_over_t"] = r.overruns;
+      run["wrong"] = r.wrong;
+      run["errors"] = r.errors;
+      j["runs"].push_back(std::move(run));
     }
-    j.EndArray();
-    j.Key("ram_per_id").BeginObject();
-    j.KInt("stats_ram_bytes_per_item", fill_stats.ram_bytes_per_item);
-    j.KNum("stats_disk_index_bytes_per_item", fill_stats.disk_index_bytes_per_item);
-    j.KInt("rss_ids", rss_ids).KInt("rss_baseline_ids", small_ids);
+    bench::Json& per_id = j["ram_per_id"];
+    per_id["stats_ram_bytes_per_item"] = fill_stats.ram_bytes_per_item;
+    per_id["stats_disk_index_bytes_per_item"] = fill_stats.disk_index_bytes_per_item;
+    per_id["rss_ids"] = rss_ids;
+    per_id["rss_baseline_ids"] = small_ids;
     for (const RssDelta& d : rss) {
-      j.Key(d.plan ? "rss_with_plan" : "rss_no_plan").BeginObject();
-      j.KBool("ok", d.ok).KNum("bytes_per_id", d.total).KNum("anon", d.anon);
-      j.KNum("shmem", d.shm).KNum("file", d.file).KNum("peak", d.hwm);
-      j.EndObject();
+      per_id[d.plan ? "rss_with_plan" : "rss_no_plan"] = {{"ok", d.ok},
+                                                          {"bytes_per_id", d.total},
+                                                          {"anon", d.anon},
+                                                          {"shmem", d.shm},
+                                                          {"file", d.file},
+                                                          {"peak", d.hwm}};
     }
-    j.KNum("cachelib_flash_index_bytes_per_item", 12);
-    j.EndObject();
-    j.KNum("goal_wait_share", kGoalWaitShare).KNum("measured_wait_share", goal_share);
-    j.KBool("goal_met", goal_met);
-    j.KInt("wrong", wrong).KInt("errors", errors);
-    j.EndObject();
-    if (!j.WriteTo(args.json)) {
+    per_id["cachelib_flash_index_bytes_per_item"] = 12;
+    j["goal_wait_share"] = kGoalWaitShare;
+    j["measured_wait_share"] = goal_share;
+    j["goal_met"] = goal_met;
+    j["wrong"] = wrong;
+    j["errors"] = errors;
+    if (!bench::WriteJson(std::move(j), args.json)) {
       std::fprintf(stderr, "store_bench: cannot write %s\n", args.json.c_str());
       return 3;
     }

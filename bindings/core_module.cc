@@ -23,6 +23,7 @@
 #include "opt4store/plan.h"
 #include "opt4store/policy.h"
 #include "opt4store/read_sink.h"
+#include "opt4store/sizes.h"
 #include "opt4store/store.h"
 #include "opt4store/value.h"
 
@@ -405,6 +406,18 @@ py::tuple DecodeHeader(py::bytes meta) {
   return py::make_tuple(std::string(DTypeName(h.dtype)), h.shape, h.tag, py::bytes(h.user));
 }
 
+// ---------------------------------------------------------------- sizes
+
+// opt4store.parse_size of a string: the grammar of opt4store/sizes.h, the
+// CLI's. name (the option's) prefixes the message of an error.
+uint64_t ParseSizeText(const std::string& text, const std::string& name) {
+  uint64_t bytes = 0;
+  Status s = ParseSize(text, &bytes);
+  if (!s.ok() && !name.empty()) s = s.WithContext(name);
+  ThrowIfError(s);
+  return bytes;
+}
+
 }  // namespace
 }  // namespace opt4store
 
@@ -454,5 +467,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("decode_header", &opt4store::DecodeHeader, py::arg("meta"));
   m.def("zero_stats", [] { return opt4store::StatsDict(opt4store::StoreStats{}); });
   m.def("stat_fields", &opt4store::StatFields);
+  m.def("parse_size", &opt4store::ParseSizeText, py::arg("text"), py::arg("name") = "");
   m.attr("NO_POSITION") = opt4store::kNoPosition;
 }

@@ -26,7 +26,7 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 
 PUBLIC = {
     "status.h": "base", "huge_page_allocator.h": "base", "number_file.h": "base",
-    "value.h": "base", "read_sink.h": "base",
+    "value.h": "base", "read_sink.h": "base", "sizes.h": "base",
     "plan.h": "plan", "next_use.h": "plan", "item_sizes.h": "plan", "policy.h": "plan",
     "simulator.h": "plan",
     "store.h": "store", "store_stats.h": "store",

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "opt4store/number_file.h"
 #include "opt4store/plan.h"
@@ -88,27 +89,27 @@ class TempDir {
   std::string path_;
 };
 
-// The raw JSON token after following keys in order, e.g.
-// {"policies", "opt", "hits"}. Good enough for the CLI's own flat output.
-std::string JsonToken(const std::string& json, const std::vector<std::string>& keys,
-                      size_t from = 0) {
-  size_t pos = from;
-  for (const std::string& key : keys) {
-    pos = json.find("\"" + key + "\": ", pos);
-    if (pos == std::string::npos) return "<missing " + key + ">";
-    pos += key.size() + 4;
-  }
-  size_t end = json.find_first_of(",}]", pos);
-  return json.substr(pos, end - pos);
+using Json = nlohmann::ordered_json;
+
+size_t CountOf(const std::string& text, const std::string& needle);
+
+// A command's --json output: one JSON object on one line. ordered_json keeps
+// the keys in the order the command wrote them.
+Json ParseJson(const std::string& text) {
+  INFO(text);
+  REQUIRE(CountOf(text, "\n") == 1);
+  REQUIRE(text.back() == '\n');
+  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  REQUIRE_FALSE(json.is_discarded());
+  REQUIRE(json.is_object());
+  return json;
 }
 
-uint64_t JsonUint(const std::string& json, const std::vector<std::string>& keys,
-                  size_t from = 0) {
-  const std::string token = JsonToken(json, keys, from);
-  INFO("token: " << token);
-  REQUIRE(!token.empty());
-  REQUIRE(token.find_first_not_of("0123456789") == std::string::npos);
-  return std::stoull(token);
+// The keys of a JSON object, in order.
+std::vector<std::string> KeysOf(const Json& object) {
+  std::vector<std::string> keys;
+  for (const auto& item : object.items()) keys.push_back(item.key());
+  return keys;
 }
 
 size_t CountOf(const std::string& text, const std::string& needle) {
@@ -228,21 +229,27 @@ TEST_CASE("plan --info on a hand-made file", "[cli][plan]") {
   CliResult r = dir.Run({"plan", "--input", path, "--info", "--json"});
   INFO(r.err);
   REQUIRE(r.status == 0);
-  const std::string& j = r.out;
-  CHECK(JsonUint(j, {"reads"}) == 5);
-  CHECK(JsonUint(j, {"epochs"}) == 1);
-  CHECK(JsonUint(j, {"epoch_length"}) == 5);
-  CHECK(JsonUint(j, {"dataset_size"}) == 3);
-  CHECK(JsonUint(j, {"distinct_ids"}) == 3);
-  CHECK(JsonUint(j, {"cold_reads"}) == 3);
-  CHECK(JsonUint(j, {"reuse_distance", "count"}) == 2);
-  CHECK(JsonUint(j, {"reuse_distance", "min"}) == 2);
-  CHECK(JsonToken(j, {"reuse_distance", "mean"}) == "2.500000");
-  CHECK(JsonUint(j, {"reuse_distance", "max"}) == 3);
+  const Json j = ParseJson(r.out);
+  CHECK(KeysOf(j) == std::vector<std::string>{"plan", "reads", "epochs", "epoch_length",
+                                              "dataset_size", "distinct_ids", "cold_reads",
+                                              "reuse_distance"});
+  CHECK(j.at("reads") == 5);
+  CHECK(j.at("epochs") == 1);
+  CHECK(j.at("epoch_length") == 5);
+  CHECK(j.at("dataset_size") == 3);
+  CHECK(j.at("distinct_ids") == 3);
+  CHECK(j.at("cold_reads") == 3);
+  const Json& reuse = j.at("reuse_distance");
+  CHECK(KeysOf(reuse) == std::vector<std::string>{"count", "min", "mean", "max", "histogram"});
+  CHECK(reuse.at("count") == 2);
+  CHECK(reuse.at("min") == 2);
+  CHECK(reuse.at("mean").is_number_float());
+  CHECK(reuse.at("mean") == 2.5);
+  CHECK(reuse.at("max") == 3);
   // Buckets run from [1, 1] to the last non-empty one; both distances fall
   // in [2, 3].
-  CHECK(j.find("\"histogram\": [{\"min\": 1, \"max\": 1, \"count\": 0}, "
-               "{\"min\": 2, \"max\": 3, \"count\": 2}]") != std::string::npos);
+  CHECK(reuse.at("histogram") == Json::parse(R"([{"min": 1, "max": 1, "count": 0},
+                                                 {"min": 2, "max": 3, "count": 2}])"));
 
   CliResult text = dir.Run({"plan", "--input", path, "--info"});
   REQUIRE(text.status == 0);
@@ -255,9 +262,10 @@ TEST_CASE("plan --info on a hand-made file", "[cli][plan]") {
                            "--epoch-length", "4"});
     INFO(e.err);
     REQUIRE(e.status == 0);
-    CHECK(JsonUint(e.out, {"epochs"}) == 2);
-    CHECK(JsonUint(e.out, {"dataset_size"}) == 10);
-    CHECK(JsonUint(e.out, {"reuse_distance", "min"}) == 4);
+    const Json info = ParseJson(e.out);
+    CHECK(info.at("epochs") == 2);
+    CHECK(info.at("dataset_size") == 10);
+    CHECK(info.at("reuse_distance").at("min") == 4);
   }
 }
 
@@ -268,12 +276,14 @@ TEST_CASE("plan --info on a generated plan", "[cli][plan]") {
                          "2", "--info", "--json"});
   INFO(r.err);
   REQUIRE(r.status == 0);
-  CHECK(JsonUint(r.out, {"reads"}) == 20);
-  CHECK(JsonUint(r.out, {"distinct_ids"}) == 10);
-  CHECK(JsonUint(r.out, {"reuse_distance", "count"}) == 10);
-  CHECK(JsonUint(r.out, {"reuse_distance", "min"}) == 10);
-  CHECK(JsonUint(r.out, {"reuse_distance", "max"}) == 10);
-  CHECK(r.out.find("{\"min\": 8, \"max\": 15, \"count\": 10}") != std::string::npos);
+  const Json j = ParseJson(r.out);
+  CHECK(j.at("reads") == 20);
+  CHECK(j.at("distinct_ids") == 10);
+  const Json& reuse = j.at("reuse_distance");
+  CHECK(reuse.at("count") == 10);
+  CHECK(reuse.at("min") == 10);
+  CHECK(reuse.at("max") == 10);
+  CHECK(reuse.at("histogram").back() == Json::parse(R"({"min": 8, "max": 15, "count": 10})"));
 }
 
 // The sequence 0 1 2 0 1 3 0 (N = 4 inferred), worked by hand.
@@ -303,37 +313,48 @@ TEST_CASE("simulate --json gives the hand-worked hits", "[cli][simulate]") {
                          "--json"});
   INFO(r.err);
   REQUIRE(r.status == 0);
-  const std::string& j = r.out;
-  CHECK(JsonUint(j, {"accesses"}) == 7);
-  CHECK(JsonUint(j, {"dataset_size"}) == 4);
-  CHECK(JsonUint(j, {"distinct_ids"}) == 4);
-  CHECK(JsonUint(j, {"capacity"}) == 2);
-  CHECK(JsonToken(j, {"exact_window"}) == "true");
-  CHECK(JsonUint(j, {"policies", "opt", "hits"}) == 3);
-  CHECK(JsonUint(j, {"policies", "opt", "misses"}) == 4);
-  CHECK(JsonToken(j, {"policies", "opt", "hit_rate"}) == "0.428571");
-  CHECK(JsonUint(j, {"policies", "opt", "admissions"}) == 2);
-  CHECK(JsonUint(j, {"policies", "opt", "bypasses"}) == 2);
-  CHECK(JsonUint(j, {"policies", "opt", "evictions"}) == 0);
-  CHECK(JsonUint(j, {"policies", "opt", "ambiguous"}) == 0);
-  CHECK(JsonUint(j, {"policies", "lru", "hits"}) == 0);
-  CHECK(JsonUint(j, {"policies", "lru", "admissions"}) == 7);
-  CHECK(JsonUint(j, {"policies", "lru", "evictions"}) == 5);
+  const Json j = ParseJson(r.out);
+  CHECK(KeysOf(j) == std::vector<std::string>{"accesses", "plan", "dataset_size", "distinct_ids",
+                                              "epochs", "epoch_length", "window", "exact_window",
+                                              "capacity_unit", "capacity", "capacity_ratio",
+                                              "policies"});
+  CHECK(j.at("accesses") == 7);
+  CHECK(j.at("dataset_size") == 4);
+  CHECK(j.at("distinct_ids") == 4);
+  CHECK(j.at("capacity") == 2);
+  CHECK(j.at("capacity_unit") == "items");
+  CHECK(j.at("exact_window") == true);
+  const Json& opt = j.at("policies").at("opt");
+  CHECK(KeysOf(opt) == std::vector<std::string>{"hits", "misses", "hit_rate", "admissions",
+                                                "bypasses", "evictions", "ambiguous"});
+  CHECK(opt.at("hits") == 3);
+  CHECK(opt.at("misses") == 4);
+  CHECK(opt.at("hit_rate") == 0.428571);  // 3/7, rounded to 6 places
+  CHECK(opt.at("admissions") == 2);
+  CHECK(opt.at("bypasses") == 2);
+  CHECK(opt.at("evictions") == 0);
+  CHECK(opt.at("ambiguous") == 0);
+  const Json& lru = j.at("policies").at("lru");
+  CHECK(lru.at("hits") == 0);
+  CHECK(lru.at("admissions") == 7);
+  CHECK(lru.at("evictions") == 5);
   // Policies come out in the order given.
-  CHECK(j.find("\"opt\": {") < j.find("\"lru\": {"));
-  CHECK(j.find("seconds") == std::string::npos);
+  CHECK(KeysOf(j.at("policies")) == std::vector<std::string>{"opt", "lru"});
+  CHECK(r.out.find("seconds") == std::string::npos);
 
   CliResult three = dir.Run({"simulate", "--plan", path, "--capacity", "3", "--policy",
                              "lru,opt", "--json"});
   REQUIRE(three.status == 0);
-  CHECK(JsonUint(three.out, {"policies", "lru", "hits"}) == 3);
-  CHECK(JsonUint(three.out, {"policies", "opt", "hits"}) == 3);
+  const Json j3 = ParseJson(three.out);
+  CHECK(j3.at("policies").at("lru").at("hits") == 3);
+  CHECK(j3.at("policies").at("opt").at("hits") == 3);
 
   CliResult one = dir.Run({"simulate", "--plan", path, "--capacity", "1", "--policy", "opt,lru",
                            "--json"});
   REQUIRE(one.status == 0);
-  CHECK(JsonUint(one.out, {"policies", "opt", "hits"}) == 2);
-  CHECK(JsonUint(one.out, {"policies", "lru", "hits"}) == 0);
+  const Json j1 = ParseJson(one.out);
+  CHECK(j1.at("policies").at("opt").at("hits") == 2);
+  CHECK(j1.at("policies").at("lru").at("hits") == 0);
 }
 
 TEST_CASE("simulate JSON is identical across runs", "[cli][simulate]") {
@@ -347,17 +368,15 @@ TEST_CASE("simulate JSON is identical across runs", "[cli][simulate]") {
   REQUIRE(a.status == 0);
   REQUIRE(b.status == 0);
   CHECK(a.out == b.out);
-  CHECK(CountOf(a.out, "\n") == 1);  // one JSON object on one line
-  CHECK(a.out.find("\"plan\": \"") != std::string::npos);
-  // Default policies: all eight, in AllPolicies() order.
-  const size_t first = a.out.find("\"curve\": [");
-  REQUIRE(first != std::string::npos);
-  size_t prev = first;
-  for (const char* name : {"opt", "opt-size", "lru", "lfu", "fifo", "random", "static", "none"}) {
-    const size_t at = a.out.find(std::string("\"") + name + "\": {", first);
-    CHECK(at != std::string::npos);
-    CHECK(at > prev);
-    prev = at;
+  const Json j = ParseJson(a.out);  // one JSON object on one line
+  CHECK(j.at("plan").is_string());
+  // Default policies: all eight, in AllPolicies() order, at each point.
+  REQUIRE(j.at("curve").size() == 2);
+  for (const Json& point : j.at("curve")) {
+    CHECK(KeysOf(point) == std::vector<std::string>{"capacity", "capacity_ratio", "policies"});
+    CHECK(KeysOf(point.at("policies")) ==
+          std::vector<std::string>{"opt", "opt-size", "lru", "lfu", "fifo", "random", "static",
+                                   "none"});
   }
 }
 
@@ -375,26 +394,30 @@ TEST_CASE("a curve has one point per capacity and its lru equals single runs",
     REQUIRE(r.status == 0);
     return r.out;
   };
-  const std::string curve = run({"--capacity", "10,50,120", "--policy", "lru,opt", "--json"});
-  CHECK(CountOf(curve, "\"capacity\": ") == 3);
-  size_t pos = curve.find("\"curve\": [");
-  REQUIRE(pos != std::string::npos);
-  for (const char* c : {"10", "50", "120"}) {
-    pos = curve.find(std::string("\"capacity\": ") + c + ",", pos);
-    REQUIRE(pos != std::string::npos);
-    const std::string single = run({"--capacity", c, "--policy", "lru,opt", "--json"});
-    CHECK(JsonUint(curve, {"lru", "hits"}, pos) == JsonUint(single, {"policies", "lru", "hits"}));
-    CHECK(JsonUint(curve, {"lru", "evictions"}, pos) ==
-          JsonUint(single, {"policies", "lru", "evictions"}));
-    CHECK(JsonUint(curve, {"opt", "hits"}, pos) == JsonUint(single, {"policies", "opt", "hits"}));
-    CHECK(JsonUint(curve, {"opt", "hits"}, pos) >= JsonUint(curve, {"lru", "hits"}, pos));
+  const Json curve =
+      ParseJson(run({"--capacity", "10,50,120", "--policy", "lru,opt", "--json"})).at("curve");
+  REQUIRE(curve.size() == 3);
+  const char* capacities[] = {"10", "50", "120"};
+  for (size_t i = 0; i < 3; ++i) {
+    const Json& point = curve.at(i);
+    CHECK(point.at("capacity") == std::stoull(capacities[i]));
+    const Json single =
+        ParseJson(run({"--capacity", capacities[i], "--policy", "lru,opt", "--json"}))
+            .at("policies");
+    const Json& policies = point.at("policies");
+    CHECK(policies.at("lru").at("hits") == single.at("lru").at("hits"));
+    CHECK(policies.at("lru").at("evictions") == single.at("lru").at("evictions"));
+    CHECK(policies.at("opt").at("hits") == single.at("opt").at("hits"));
+    CHECK(policies.at("opt").at("hits") >= policies.at("lru").at("hits"));
   }
 
   SECTION("--curve alone means ratios 0.1 to 0.9") {
-    const std::string out = run({"--curve", "--json", "--policy", "lru"});
-    CHECK(CountOf(out, "\"capacity\": ") == 9);
-    CHECK(out.find("\"capacity\": 20, \"capacity_ratio\": 0.100000") != std::string::npos);
-    CHECK(out.find("\"capacity\": 180, \"capacity_ratio\": 0.900000") != std::string::npos);
+    const Json points = ParseJson(run({"--curve", "--json", "--policy", "lru"})).at("curve");
+    REQUIRE(points.size() == 9);
+    CHECK(points.front().at("capacity") == 20);
+    CHECK(points.front().at("capacity_ratio") == 0.1);
+    CHECK(points.back().at("capacity") == 180);
+    CHECK(points.back().at("capacity_ratio") == 0.9);
   }
   SECTION("the table has one row per capacity") {
     const std::string out = run({"--capacity", "10,50,120", "--policy", "opt,lru"});
@@ -419,11 +442,15 @@ TEST_CASE("simulate with byte sizes", "[cli][simulate]") {
                            "2.5KiB", "--policy", "opt,lru", "--json"});
     INFO(r.err);
     REQUIRE(r.status == 0);
-    CHECK(JsonUint(r.out, {"capacity"}) == 2560);
-    CHECK(JsonUint(r.out, {"total_bytes"}) == 4096);
-    CHECK(JsonUint(r.out, {"policies", "opt", "hits"}) == 3);
-    CHECK(JsonUint(r.out, {"policies", "opt", "bytes_hit"}) == 3072);
-    CHECK(JsonUint(r.out, {"policies", "opt", "bytes_read"}) == 7168);
+    const Json j = ParseJson(r.out);
+    CHECK(j.at("capacity_unit") == "bytes");
+    CHECK(j.at("capacity") == 2560);
+    CHECK(j.at("total_bytes") == 4096);
+    CHECK(j.at("item_size") == 1024);
+    const Json& opt = j.at("policies").at("opt");
+    CHECK(opt.at("hits") == 3);
+    CHECK(opt.at("bytes_hit") == 3072);
+    CHECK(opt.at("bytes_read") == 7168);
   }
   SECTION("--sizes: per-item sizes from a file") {
     const std::string sizes = dir.File("sizes.txt");
@@ -432,14 +459,15 @@ TEST_CASE("simulate with byte sizes", "[cli][simulate]") {
                            "200", "--policy", "opt,lru", "--json"});
     INFO(r.err);
     REQUIRE(r.status == 0);
-    CHECK(JsonUint(r.out, {"policies", "opt", "hits"}) == 3);
-    CHECK(JsonUint(r.out, {"policies", "opt", "bytes_hit"}) == 300);
-    CHECK(JsonUint(r.out, {"policies", "lru", "hits"}) == 0);
-    CHECK(JsonToken(r.out, {"policies", "opt", "byte_hit_rate"}) == "0.428571");
+    const Json policies = ParseJson(r.out).at("policies");
+    CHECK(policies.at("opt").at("hits") == 3);
+    CHECK(policies.at("opt").at("bytes_hit") == 300);
+    CHECK(policies.at("lru").at("hits") == 0);
+    CHECK(policies.at("opt").at("byte_hit_rate") == 0.428571);
     CliResult ratio = dir.Run({"simulate", "--plan", path, "--sizes", sizes,
                                "--capacity-ratio", "0.5", "--json"});
     REQUIRE(ratio.status == 0);
-    CHECK(JsonUint(ratio.out, {"capacity"}) == 200);
+    CHECK(ParseJson(ratio.out).at("capacity") == 200);
   }
 }
 
@@ -451,17 +479,45 @@ TEST_CASE("sizes take units and capacity lists", "[cli][simulate]") {
                          "--capacity-bytes", "1000,1KB,1kib,1.5KiB,1MB,1MiB,2 MiB,4MiB"});
   INFO(r.err);
   REQUIRE(r.status == 0);
+  const Json curve = ParseJson(r.out).at("curve");
   std::vector<uint64_t> capacities;
-  for (size_t p = r.out.find("\"capacity\": "); p != std::string::npos;
-       p = r.out.find("\"capacity\": ", p + 1)) {
-    capacities.push_back(JsonUint(r.out, {"capacity"}, p));
-  }
+  for (const Json& point : curve) capacities.push_back(point.at("capacity").get<uint64_t>());
   CHECK(capacities == std::vector<uint64_t>{1000, 1000, 1024, 1536, 1000000, 1048576, 2097152,
                                             4194304});
   // A cache of the whole dataset hits every read of the second epoch.
-  const size_t last = r.out.rfind("\"capacity\": ");
-  CHECK(JsonUint(r.out, {"lru", "hits"}, last) == 4096);
-  CHECK(JsonUint(r.out, {"lru", "bytes_hit"}, last) == 4096 * 1024);
+  const Json& lru = curve.back().at("policies").at("lru");
+  CHECK(lru.at("hits") == 4096);
+  CHECK(lru.at("bytes_hit") == 4096 * 1024);
+}
+
+// The CLI reads sizes with ParseSize (opt4store/sizes.h): the shared cases
+// of tests/size_cases.json, which sizes_test.cc and Python's test_sizes.py
+// check too, through --item-size.
+TEST_CASE("the CLI reads the shared size cases (--item-size)", "[cli][sizes]") {
+  TempDir dir;
+  std::ifstream in(OPT4STORE_TESTS_DIR "/size_cases.json");
+  REQUIRE(in.good());
+  const Json table = Json::parse(in);
+  for (const Json& c : table.at("cases")) {
+    const std::string text = c.at(0).get<std::string>();
+    if (text.empty()) continue;  // to the CLI, an empty option is one not given
+    INFO("'" << text << "'");
+    // --opt=value, so that "-1GiB" is not taken for an option.
+    CliResult r = dir.Run({"simulate", "--sampler", "sequential", "--dataset-size", "1",
+                           "--item-size=" + text, "--capacity-ratio", "1", "--json"});
+    INFO(r.err);
+    if (c.at(1).is_null()) {
+      CheckOneLineError(r);
+      CHECK(r.err.find("--item-size: '" + text + "'") != std::string::npos);
+      CHECK(r.err.find(c.at(2).get<std::string>()) != std::string::npos);
+    } else if (c.at(1) == 0) {
+      CheckOneLineError(r);
+      CHECK(r.err.find("at least 1 byte") != std::string::npos);
+    } else {
+      REQUIRE(r.status == 0);
+      CHECK(ParseJson(r.out).at("item_size") == c.at(1));
+    }
+  }
 }
 
 TEST_CASE("JSON strings are escaped", "[cli][simulate]") {
@@ -472,9 +528,21 @@ TEST_CASE("JSON strings are escaped", "[cli][simulate]") {
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("we\\\"ird\\\\name\\t.txt") != std::string::npos);
+  CHECK(ParseJson(r.out).at("plan").get<std::string>().find(path) != std::string::npos);
   CliResult info = dir.Run({"plan", "--input", path, "--info", "--json"});
   REQUIRE(info.status == 0);
   CHECK(info.out.find("we\\\"ird\\\\name\\t.txt") != std::string::npos);
+
+  SECTION("a file name that is not UTF-8 still gives JSON") {
+    const std::string latin1 = dir.File("caf\xe9.txt");
+    WriteAll(latin1, "0\n1\n0\n");
+    CliResult l = dir.Run({"simulate", "--plan", latin1, "--capacity", "1", "--json"});
+    INFO(l.err);
+    REQUIRE(l.status == 0);
+    // The byte that is not UTF-8 becomes U+FFFD.
+    const std::string plan = ParseJson(l.out).at("plan").get<std::string>();
+    CHECK(plan.find(dir.File("caf\xef\xbf\xbd.txt")) != std::string::npos);
+  }
 }
 
 TEST_CASE("errors are one line and a non-zero exit", "[cli][errors]") {

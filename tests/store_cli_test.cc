@@ -16,9 +16,11 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "opt4store/store.h"
 #include "opt4store/store_stats.h"
@@ -119,13 +121,25 @@ std::string CreateStore(const TempDir& dir, uint64_t n, std::vector<std::string>
   return store;
 }
 
-// The value of a flat JSON key, as raw text ("<missing>" when absent).
-std::string JsonToken(const std::string& json, const std::string& key) {
-  const std::string pattern = "\"" + key + "\": ";
-  size_t at = json.find(pattern);
-  if (at == std::string::npos) return "<missing>";
-  at += pattern.size();
-  return json.substr(at, json.find_first_of(",}]", at) - at);
+using Json = nlohmann::ordered_json;
+
+// A command's --json output: one JSON object on one line.
+Json ParseJson(const std::string& text) {
+  INFO(text);
+  REQUIRE(!text.empty());
+  REQUIRE(text.back() == '\n');
+  REQUIRE(text.find('\n') == text.size() - 1);
+  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  REQUIRE_FALSE(json.is_discarded());
+  REQUIRE(json.is_object());
+  return json;
+}
+
+// The keys of a JSON object, in order.
+std::vector<std::string> KeysOf(const Json& object) {
+  std::vector<std::string> keys;
+  for (const auto& item : object.items()) keys.push_back(item.key());
+  return keys;
 }
 
 uint32_t LE32(const std::string& s, size_t at) {
@@ -285,7 +299,7 @@ TEST_CASE("import refuses .npy files it cannot turn into samples", "[store_cli]"
     CHECK(MentionsAny(r.err, c.words));
   }
   // Nothing was imported by any of them.
-  CHECK(JsonToken(CliOk(dir, {"stats", store, "--json"}), "disk_items") == "0");
+  CHECK(ParseJson(CliOk(dir, {"stats", store, "--json"})).at("disk_items") == 0);
 }
 
 TEST_CASE("create over an existing store is an error", "[store_cli]") {
@@ -307,22 +321,22 @@ TEST_CASE("create takes sizes with units and writes them to the manifest", "[sto
                                       "--policy", "lru", "--prefetch-depth", "64"});
   CHECK(out.find("created store") != std::string::npos);
   CHECK(out.find("512.00 MiB") != std::string::npos);
-  const std::string json = CliOk(dir, {"inspect", store, "--json"});
-  CHECK(JsonToken(json, "dataset_size") == "1000");
-  CHECK(JsonToken(json, "ram_bytes") == "536870912");
-  CHECK(JsonToken(json, "disk_bytes") == "2147483648");
-  CHECK(JsonToken(json, "policy") == "\"lru\"");
-  CHECK(JsonToken(json, "compression") == "\"none\"");
-  CHECK(JsonToken(json, "sync") == "\"none\"");
-  CHECK(JsonToken(json, "prefetch_depth") == "64");
+  const Json json = ParseJson(CliOk(dir, {"inspect", store, "--json"}));
+  CHECK(json.at("dataset_size") == 1000);
+  CHECK(json.at("ram_bytes") == 536870912);
+  CHECK(json.at("disk_bytes") == 2147483648);
+  CHECK(json.at("policy") == "lru");
+  CHECK(json.at("compression") == "none");
+  CHECK(json.at("sync") == "none");
+  CHECK(json.at("prefetch_depth") == 64);
 
   SECTION("a plain byte count and --ram-items") {
     const std::string other = dir.File("other");
     CliOk(dir,
           {"create", other, "--dataset-size", "50", "--ram-items", "20", "--disk", "67108864"});
-    const std::string j = CliOk(dir, {"inspect", other, "--json"});
-    CHECK(JsonToken(j, "ram_items") == "20");
-    CHECK(JsonToken(j, "disk_bytes") == "67108864");
+    const Json j = ParseJson(CliOk(dir, {"inspect", other, "--json"}));
+    CHECK(j.at("ram_items") == 20);
+    CHECK(j.at("disk_bytes") == 67108864);
   }
   SECTION("a generated plan is saved") {
     const std::string planned = dir.File("planned");
@@ -359,7 +373,7 @@ TEST_CASE("import of more samples than the dataset size is an error", "[store_cl
   CliResult r = Cli(dir, {"import", store, "--from", dir.File("in")});
   CheckFails(r);
   CHECK(MentionsAny(r.err, {"dataset size is 2"}));
-  CHECK(JsonToken(CliOk(dir, {"stats", store, "--json"}), "disk_items") == "0");
+  CHECK(ParseJson(CliOk(dir, {"stats", store, "--json"})).at("disk_items") == 0);
 
   CliResult shifted = Cli(dir, {"import", store, "--from", dir.File("in"), "--first-id", "1"});
   CheckFails(shifted);
@@ -412,8 +426,14 @@ TEST_CASE("verify finds a flipped payload byte; get of that id fails", "[store_c
 
   CliResult json = Cli(dir, {"verify", store, "--json"});
   CHECK(json.status != 0);
-  CHECK(JsonToken(json.out, "corrupt") == "1");
-  CHECK(JsonToken(json.out, "id") == "1");
+  const Json report = ParseJson(json.out);
+  CHECK(KeysOf(report) ==
+        std::vector<std::string>{"records_checked", "bytes_checked", "corrupt", "bad"});
+  CHECK(report.at("records_checked") == 3);
+  CHECK(report.at("corrupt") == 1);
+  REQUIRE(report.at("bad").size() == 1);
+  CHECK(KeysOf(report.at("bad").at(0)) == std::vector<std::string>{"id", "where", "reason"});
+  CHECK(report.at("bad").at(0).at("id") == 1);
 
   CliResult get = Cli(dir, {"get", store, "1", "-o", dir.File("one")});
   CheckFails(get);
@@ -444,20 +464,28 @@ TEST_CASE("stats --json and inspect describe the store", "[store_cli]") {
   const auto files = WriteInputDir(dir);
   CliOk(dir, {"import", store, "--from", dir.File("in")});
 
-  const std::string json = CliOk(dir, {"stats", store, "--json"});
-  CHECK(json.front() == '{');
-  CHECK(json.back() == '\n');
+  const Json json = ParseJson(CliOk(dir, {"stats", store, "--json"}));
   const std::string table = CliOk(dir, {"stats", store});
-  // Every field of the one stats table, by its name, in both views.
-  size_t fields = 0;
-  VisitStats(StoreStats{}, [&](const StatField& field, auto) {
+  // Every field of the one stats table, by its name and in its order, in
+  // both views; numbers stay numbers and flags stay booleans.
+  std::vector<std::string> names;
+  VisitStats(StoreStats{}, [&](const StatField& field, auto value) {
     INFO(field.name);
-    CHECK(JsonToken(json, field.name) != "<missing>");
+    names.push_back(field.name);
+    REQUIRE(json.contains(field.name));
+    const Json& v = json.at(field.name);
+    if constexpr (std::is_same_v<decltype(value), bool>) {
+      CHECK(v.is_boolean());
+    } else if constexpr (std::is_floating_point_v<decltype(value)>) {
+      CHECK(v.is_number());
+    } else {
+      CHECK(v.is_number_unsigned());
+    }
     CHECK(table.find(std::string("  ") + field.name + " ") != std::string::npos);
-    ++fields;
   });
-  CHECK(fields >= 40);
-  CHECK(JsonToken(json, "disk_items") == "3");
+  CHECK(names.size() >= 40);
+  CHECK(KeysOf(json) == names);
+  CHECK(json.at("disk_items") == 3);
   CHECK(table.find("\ndisk\n") != std::string::npos);  // the group's heading row
 
   const std::string text = CliOk(dir, {"inspect", store});
@@ -474,9 +502,19 @@ TEST_CASE("stats --json and inspect describe the store", "[store_cli]") {
     ++listed;
   }
   CHECK(listed >= 1);
-  const std::string ij = CliOk(dir, {"inspect", store, "--json"});
-  CHECK(ij.find("\"segments\": [{\"name\": ") != std::string::npos);
-  CHECK(ij.find("\"cursor\": {\"epoch\": 0, \"position\": 0") != std::string::npos);
+  const Json ij = ParseJson(CliOk(dir, {"inspect", store, "--json"}));
+  CHECK(KeysOf(ij) == std::vector<std::string>{"path", "dataset_size", "policy", "plan",
+                                               "ram_bytes", "ram_items", "disk_bytes",
+                                               "prefetch_depth", "staging_bytes", "compression",
+                                               "sync", "cursor", "tiers", "segments"});
+  CHECK(ij.at("segments").size() == listed);
+  CHECK(KeysOf(ij.at("segments").at(0)) ==
+        std::vector<std::string>{"name", "file_bytes", "live_bytes"});
+  CHECK(KeysOf(ij.at("cursor")) == std::vector<std::string>{"epoch", "position", "plan"});
+  CHECK(ij.at("cursor").at("epoch") == 0);
+  CHECK(ij.at("cursor").at("position") == 0);
+  CHECK(KeysOf(ij.at("tiers")) == std::vector<std::string>{"ram", "disk"});
+  CHECK(ij.at("tiers").at("disk").at("items") == 3);
 }
 
 TEST_CASE("a store open in another process is a Busy error", "[store_cli]") {

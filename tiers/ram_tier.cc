@@ -81,11 +81,12 @@
 #include <cstdio>
 #include <cstring>
 
+#include "opt4store/sizes.h"
+
 namespace opt4store {
 
 using shm::CurrentProcess;
 using shm::ForkGeneration;
-using shm::FormatBytes;
 using shm::FutexWait;
 using shm::FutexWake;
 using shm::PackProcess;
@@ -380,8 +381,8 @@ Status RamTier::BeginInsert(ItemId id, uint64_t meta_size, uint64_t payload_size
   ArenaAllocator::Handle handle;
   if (!allocator_->Allocate(units, &offset_units, &handle)) {
     return Status::NoSpace("RAM tier full: item " + std::to_string(id) + " needs " +
-                           FormatBytes(units << unit_shift_) + ", " +
-                           FormatBytes(allocator_->free_units() << unit_shift_) + " free in " +
+                           FormatSize(units << unit_shift_) + ", " +
+                           FormatSize(allocator_->free_units() << unit_shift_) + " free in " +
                            std::to_string(allocator_->free_blocks()) + " blocks");
   }
   handles_[id] = handle;

@@ -30,10 +30,11 @@
 #include <cstring>
 #include <utility>
 
+#include "opt4store/sizes.h"
+
 namespace opt4store {
 
 using shm::CurrentProcess;
-using shm::FormatBytes;
 using shm::FreeSpace;
 using shm::ProcessAlive;
 using shm::ProcessIdentity;
@@ -119,8 +120,8 @@ std::string NoSpaceMessage(const SharedSegmentOptions& o, uint64_t need, uint64_
   std::snprintf(buf, sizeof buf,
                 "%s needs %s in %s, which has %s free; enlarge %s (docker --shm-size) or "
                 "%s (needs %" PRIu64 " bytes, %" PRIu64 " bytes free)",
-                o.what.c_str(), FormatBytes(need).c_str(), o.shm_dir.c_str(),
-                FormatBytes(free).c_str(), o.shm_dir.c_str(), o.remedy.c_str(), need, free);
+                o.what.c_str(), FormatSize(need).c_str(), o.shm_dir.c_str(),
+                FormatSize(free).c_str(), o.shm_dir.c_str(), o.remedy.c_str(), need, free);
   return buf;
 }
 
@@ -236,24 +237,7 @@ void FutexWake(const void* word, int32_t count) {
   syscall(SYS_futex, word, FUTEX_WAKE, count, nullptr, nullptr, 0);
 }
 
-// ---------------------------------------------------------------- sizes
-
-std::string FormatBytes(uint64_t bytes) {
-  char buf[64];
-  if (bytes < 1024) {
-    std::snprintf(buf, sizeof buf, "%" PRIu64 " bytes", bytes);
-    return buf;
-  }
-  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(bytes) / 1024.0;
-  int u = 0;
-  while (v >= 1024.0 && u < 5) {
-    v /= 1024.0;
-    ++u;
-  }
-  std::snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[u]);
-  return buf;
-}
+// ---------------------------------------------------------------- free space
 
 Status FreeSpace(const std::string& dir, uint64_t* free_bytes) {
   struct statvfs vfs;

@@ -76,10 +76,7 @@ int FutexWait(const void* word, uint32_t expected, int64_t timeout_ns);
 // Wakes up to `count` waiters on word (INT32_MAX: all).
 void FutexWake(const void* word, int32_t count);
 
-// ---------------------------------------------------------------- sizes
-
-// "1.20 GiB", "150.00 KiB", "12 bytes": for messages.
-std::string FormatBytes(uint64_t bytes);
+// ---------------------------------------------------------------- free space
 
 // Free bytes of the filesystem holding `dir` (statvfs f_bavail * f_frsize).
 Status FreeSpace(const std::string& dir, uint64_t* free_bytes);

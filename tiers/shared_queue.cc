@@ -39,10 +39,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "opt4store/sizes.h"
+
 namespace opt4store {
 
 using shm::CurrentProcess;
-using shm::FormatBytes;
 using shm::FutexWait;
 using shm::FutexWake;
 using shm::PackProcess;
@@ -210,8 +211,8 @@ Status SharedQueue::TryPushv(uint32_t tag, const struct iovec* parts, int num_pa
   uint64_t size = 0;
   for (int i = 0; i < num_parts; ++i) size += parts[i].iov_len;
   if (size > max_message_) {
-    return Status::InvalidArgument("SharedQueue::TryPush: message of " + FormatBytes(size) +
-                                   " exceeds the limit of " + FormatBytes(max_message_) +
+    return Status::InvalidArgument("SharedQueue::TryPush: message of " + FormatSize(size) +
+                                   " exceeds the limit of " + FormatSize(max_message_) +
                                    " (half the queue capacity)");
   }
   const uint64_t record = RoundUp(kRecordHeaderBytes + size, kRecordAlign);

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 namespace opt4store {
 
@@ -22,17 +23,6 @@ std::string_view Trim(std::string_view s) {
 }
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
 
 std::string Quote(std::string_view text) { return "'" + std::string(text) + "'"; }
 
@@ -55,23 +45,15 @@ Status ParseList(std::string_view text, Parse parse, std::vector<T>* values) {
   return Status::OK();
 }
 
-struct SizeUnit {
-  const char* name;
-  uint64_t multiplier;
-};
-
-constexpr SizeUnit kSizeUnits[] = {
-    {"", 1},
-    {"B", 1},
-    {"KiB", uint64_t{1} << 10},
-    {"MiB", uint64_t{1} << 20},
-    {"GiB", uint64_t{1} << 30},
-    {"TiB", uint64_t{1} << 40},
-    {"KB", 1000ull},
-    {"MB", 1000ull * 1000},
-    {"GB", 1000ull * 1000 * 1000},
-    {"TB", 1000ull * 1000 * 1000 * 1000},
-};
+// Rounds every double in *json to 6 decimal places, as "%.6f" prints it.
+void RoundDoubles(nlohmann::ordered_json* json) {
+  if (json->is_number_float()) {
+    const double v = json->get<double>();
+    if (std::isfinite(v)) *json = std::strtod(StringPrintf("%.6f", v).c_str(), nullptr);
+  } else if (json->is_structured()) {
+    for (nlohmann::ordered_json& element : *json) RoundDoubles(&element);
+  }
+}
 
 }  // namespace
 
@@ -123,66 +105,8 @@ Status ParseDoubleList(std::string_view text, std::vector<double>* values) {
   return ParseList<double>(text, ParseDouble, values);
 }
 
-Status ParseSize(std::string_view text, uint64_t* bytes) {
-  const Status bad = Status::InvalidArgument(
-      Quote(text) + " is not a size (bytes, or a number with a unit: KiB, MiB, GiB, TiB, " +
-      "KB, MB, GB, TB)");
-  std::string_view s = text;
-  size_t i = 0;
-  while (i < s.size() && IsDigit(s[i])) ++i;
-  std::string_view whole = s.substr(0, i);
-  std::string_view fraction;
-  if (i < s.size() && s[i] == '.') {
-    size_t start = ++i;
-    while (i < s.size() && IsDigit(s[i])) ++i;
-    fraction = s.substr(start, i - start);
-    if (fraction.empty()) return bad;
-  }
-  if (whole.empty() && fraction.empty()) return bad;
-  std::string_view unit = Trim(s.substr(i));
-
-  uint64_t multiplier = 0;
-  for (const SizeUnit& u : kSizeUnits) {
-    if (EqualsIgnoreCase(unit, u.name)) multiplier = u.multiplier;
-  }
-  if (multiplier == 0) return bad;
-  if (!fraction.empty() && multiplier == 1) {
-    return Status::InvalidArgument(Quote(text) + " is not a whole number of bytes");
-  }
-
-  uint64_t value = 0;
-  if (!whole.empty()) {
-    Status st = ParseUint(whole, &value);
-    if (!st.ok() || value > UINT64_MAX / multiplier) {
-      return Status::InvalidArgument(Quote(text) + " is too large");
-    }
-    value *= multiplier;
-  }
-  if (!fraction.empty()) {
-    // At most 1e12 x 1.0: exact enough in long double, rounded to a byte.
-    long double f = std::strtold(("0." + std::string(fraction)).c_str(), nullptr);
-    uint64_t extra = static_cast<uint64_t>(std::llround(f * static_cast<long double>(multiplier)));
-    if (value > UINT64_MAX - extra) return Status::InvalidArgument(Quote(text) + " is too large");
-    value += extra;
-  }
-  *bytes = value;
-  return Status::OK();
-}
-
 Status ParseSizeList(std::string_view text, std::vector<uint64_t>* values) {
   return ParseList<uint64_t>(text, ParseSize, values);
-}
-
-std::string FormatSize(uint64_t bytes) {
-  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double v = static_cast<double>(bytes);
-  int unit = -1;
-  while (v >= 1024.0 && unit < 5) {
-    v /= 1024.0;
-    ++unit;
-  }
-  return StringPrintf("%.2f %s", v, kUnits[unit]);
 }
 
 std::string Plural(uint64_t count, const std::string& noun) {
@@ -387,6 +311,11 @@ Status WriteStdout(std::string_view text) {
     return Status::FromErrno("writing to stdout", errno);
   }
   return Status::OK();
+}
+
+std::string JsonLine(nlohmann::ordered_json json) {
+  RoundDoubles(&json);
+  return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace opt4store

@@ -1,6 +1,7 @@
 // Helpers shared by the opt4store subcommands: the Command record each
 // subcommand registers, number and size parsing, the plan options (shared by
-// every subcommand that takes a plan), and aligned text tables.
+// every subcommand that takes a plan), aligned text tables and the one way
+// --json output is printed.
 //
 // Parsers return Status with a message that quotes the offending text;
 // callers add the option's name with WithContext("--capacity"). Nothing here
@@ -14,7 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "opt4store/plan.h"
+#include "opt4store/sizes.h"
 #include "opt4store/status.h"
 
 namespace CLI {
@@ -40,14 +44,10 @@ Status ParseUintList(std::string_view text, std::vector<uint64_t>* values);
 Status ParseDouble(std::string_view text, double* value);
 Status ParseDoubleList(std::string_view text, std::vector<double>* values);
 
-// A byte count: a number with an optional unit, case-insensitive:
-// B; KiB, MiB, GiB, TiB (powers of 1024); KB, MB, GB, TB (powers of 1000).
-// A fraction is allowed with a unit ("1.5GiB") and rounds to whole bytes.
-Status ParseSize(std::string_view text, uint64_t* bytes);
+// Sizes are ParseSize's and FormatSize's (opt4store/sizes.h), the grammar
+// Python's parse_size reads too. A list is comma-separated, e.g.
+// "1GiB,2GiB, 4GiB"; spaces around an item are ignored.
 Status ParseSizeList(std::string_view text, std::vector<uint64_t>* values);
-
-// "512 B", "1.50 KiB", "3.00 GiB": for people, not for parsing back.
-std::string FormatSize(uint64_t bytes);
 // "1 epoch", "3 epochs": count and noun, with an "s" unless count is 1.
 std::string Plural(uint64_t count, const std::string& noun);
 // "12.34%" for 0.1234.
@@ -102,6 +102,14 @@ class TextTable {
 
 // Writes text to stdout; an error if stdout is closed or full.
 Status WriteStdout(std::string_view text);
+
+// A --json result as one line of JSON and a newline. Commands build it as an
+// nlohmann::ordered_json, so keys come out in the order they were set.
+// Every double is rounded to 6 decimal places (the text output's precision),
+// so the same command prints the same bytes; NaN and infinities become null;
+// bytes of a string that are not UTF-8 (a file name can hold any) become
+// U+FFFD instead of failing the command.
+std::string JsonLine(nlohmann::ordered_json json);
 
 }  // namespace opt4store
 

@@ -3,13 +3,14 @@
 // bytes, and the disk tier's segment files.
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "commands.h"
-#include "json_writer.h"
 #include "opt4store/status.h"
 #include "opt4store/store.h"
 #include "store_admin.h"
@@ -28,53 +29,33 @@ std::string RamCapacityText(const StoreInfo& info) {
 }
 
 std::string InspectJson(const StoreInfo& info, const StoreStats& stats) {
-  JsonWriter json;
-  json.BeginObject();
-  json.Field("path", info.path);
-  json.Field("dataset_size", info.dataset_size);
-  json.Field("policy", info.policy);
-  json.Field("plan", info.plan);
-  json.Field("ram_bytes", info.ram_bytes);
-  json.Field("ram_items", info.ram_items);
-  json.Field("disk_bytes", info.disk_bytes);
-  json.Field("prefetch_depth", info.prefetch_depth);
-  json.Field("staging_bytes", info.staging_bytes);
-  json.Field("compression", info.compression);
-  json.Field("sync", info.sync);
-  json.Key("cursor");
-  json.BeginObject();
-  json.Field("epoch", info.cursor_epoch);
-  json.Field("position", info.cursor_position);
-  json.Field("plan", info.cursor_plan);
-  json.EndObject();
-  json.Key("tiers");
-  json.BeginObject();
-  json.Key("ram");
-  json.BeginObject();
-  json.Field("items", stats.ram_items);
-  json.Field("bytes", stats.ram_bytes_used);
-  json.EndObject();
-  json.Key("disk");
-  json.BeginObject();
-  json.Field("items", stats.disk_items);
-  json.Field("live_bytes", stats.disk_live_bytes);
-  json.Field("file_bytes", stats.disk_file_bytes);
-  json.Field("budget", stats.disk_budget);
-  json.Field("space_amplification", stats.disk_space_amplification);
-  json.EndObject();
-  json.EndObject();
-  json.Key("segments");
-  json.BeginArray();
+  nlohmann::ordered_json json;
+  json["path"] = info.path;
+  json["dataset_size"] = info.dataset_size;
+  json["policy"] = info.policy;
+  json["plan"] = info.plan;
+  json["ram_bytes"] = info.ram_bytes;
+  json["ram_items"] = info.ram_items;
+  json["disk_bytes"] = info.disk_bytes;
+  json["prefetch_depth"] = info.prefetch_depth;
+  json["staging_bytes"] = info.staging_bytes;
+  json["compression"] = info.compression;
+  json["sync"] = info.sync;
+  json["cursor"] = {{"epoch", info.cursor_epoch},
+                    {"position", info.cursor_position},
+                    {"plan", info.cursor_plan}};
+  json["tiers"]["ram"] = {{"items", stats.ram_items}, {"bytes", stats.ram_bytes_used}};
+  json["tiers"]["disk"] = {{"items", stats.disk_items},
+                           {"live_bytes", stats.disk_live_bytes},
+                           {"file_bytes", stats.disk_file_bytes},
+                           {"budget", stats.disk_budget},
+                           {"space_amplification", stats.disk_space_amplification}};
+  json["segments"] = nlohmann::ordered_json::array();
   for (const StoreInfo::Segment& seg : info.segments) {
-    json.BeginObject();
-    json.Field("name", seg.name);
-    json.Field("file_bytes", seg.file_bytes);
-    json.Field("live_bytes", seg.live_bytes);
-    json.EndObject();
+    json["segments"].push_back(
+        {{"name", seg.name}, {"file_bytes", seg.file_bytes}, {"live_bytes", seg.live_bytes}});
   }
-  json.EndArray();
-  json.EndObject();
-  return json.str() + "\n";
+  return JsonLine(std::move(json));
 }
 
 std::string InspectText(const StoreInfo& info, const StoreStats& stats) {

@@ -9,6 +9,8 @@
 // shape[1:]. Rejected with a message that says why: Fortran order, object
 // and structured dtypes, strings, big-endian dtypes, 0-D arrays, and a file
 // whose data does not match its header's shape (named with the offset).
+// The header itself is read by the engine's one .npy reader
+// (engine/base/npy_header.h).
 //
 // Thread safety: not thread-safe; one owner.
 #ifndef OPT4STORE_TOOLS_NPY_ROWS_H_
@@ -24,19 +26,6 @@
 #include "opt4store/value.h"
 
 namespace opt4store {
-
-// The parsed dictionary of an .npy header.
-struct NpyHeader {
-  std::string descr;  // e.g. "<f4"
-  bool fortran_order = false;
-  std::vector<uint64_t> shape;
-};
-
-// Parses the header dictionary text, e.g.
-// "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }".
-// Checks its syntax only; what the values mean is checked by Open().
-// Returns: OK, Corruption (naming what is malformed).
-Status ParseNpyHeaderDict(const std::string& text, NpyHeader* header);
 
 class NpyRowReader {
  public:

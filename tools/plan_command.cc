@@ -6,13 +6,14 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "commands.h"
-#include "json_writer.h"
 #include "opt4store/number_file.h"
 #include "opt4store/plan.h"
 #include "opt4store/status.h"
@@ -144,34 +145,26 @@ Status ComputeInfo(const PlanSpec& spec, PlanInfo* info) {
 }
 
 std::string InfoJson(const PlanInfo& info) {
-  JsonWriter json;
-  json.BeginObject();
-  json.Field("plan", info.description);
-  json.Field("reads", info.reads);
-  json.Field("epochs", info.shape.epochs);
-  json.Field("epoch_length", info.shape.epoch_length);
-  json.Field("dataset_size", info.shape.dataset_size);
-  json.Field("distinct_ids", info.distinct_ids);
-  json.Field("cold_reads", info.cold_reads);
-  json.Key("reuse_distance");
-  json.BeginObject();
-  json.Field("count", info.reuse_count);
-  json.Field("min", info.reuse_min);
-  json.Field("mean", info.reuse_mean());
-  json.Field("max", info.reuse_max);
-  json.Key("histogram");
-  json.BeginArray();
+  nlohmann::ordered_json histogram = nlohmann::ordered_json::array();
   for (size_t k = 0; k < info.histogram.size(); ++k) {
-    json.BeginObject();
-    json.Field("min", uint64_t{1} << k);
-    json.Field("max", (uint64_t{1} << k) * 2 - 1);
-    json.Field("count", info.histogram[k]);
-    json.EndObject();
+    histogram.push_back({{"min", uint64_t{1} << k},
+                         {"max", (uint64_t{1} << k) * 2 - 1},
+                         {"count", info.histogram[k]}});
   }
-  json.EndArray();
-  json.EndObject();
-  json.EndObject();
-  return json.str() + "\n";
+  nlohmann::ordered_json json;
+  json["plan"] = info.description;
+  json["reads"] = info.reads;
+  json["epochs"] = info.shape.epochs;
+  json["epoch_length"] = info.shape.epoch_length;
+  json["dataset_size"] = info.shape.dataset_size;
+  json["distinct_ids"] = info.distinct_ids;
+  json["cold_reads"] = info.cold_reads;
+  json["reuse_distance"] = {{"count", info.reuse_count},
+                            {"min", info.reuse_min},
+                            {"mean", info.reuse_mean()},
+                            {"max", info.reuse_max},
+                            {"histogram", std::move(histogram)}};
+  return JsonLine(std::move(json));
 }
 
 std::string InfoText(const PlanInfo& info) {

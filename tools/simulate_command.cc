@@ -12,10 +12,10 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "commands.h"
-#include "json_writer.h"
 #include "opt4store/item_sizes.h"
 #include "opt4store/plan.h"
 #include "opt4store/policy.h"
@@ -178,67 +178,56 @@ double Ratio(const SimulateRequest& r, uint64_t capacity) {
   return whole ? static_cast<double>(capacity) / static_cast<double>(whole) : 0.0;
 }
 
-void WritePoliciesJson(const SimulateRequest& r, uint64_t accesses, const CapacityResult& point,
-                       JsonWriter* json) {
-  json->BeginObject();
+nlohmann::ordered_json PoliciesJson(const SimulateRequest& r, uint64_t accesses,
+                                    const CapacityResult& point) {
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
   for (const PolicyResult& p : point.policies) {
-    json->Key(PolicyName(p.kind));
-    json->BeginObject();
-    json->Field("hits", p.counters.hits);
-    json->Field("misses", p.counters.misses);
-    json->Field("hit_rate", p.hit_rate(accesses));
-    json->Field("admissions", p.counters.admissions);
-    json->Field("bypasses", p.counters.bypasses);
-    json->Field("evictions", p.counters.evictions);
-    json->Field("ambiguous", p.counters.ambiguous);
+    nlohmann::ordered_json& policy = json[PolicyName(p.kind)];
+    policy["hits"] = p.counters.hits;
+    policy["misses"] = p.counters.misses;
+    policy["hit_rate"] = p.hit_rate(accesses);
+    policy["admissions"] = p.counters.admissions;
+    policy["bypasses"] = p.counters.bypasses;
+    policy["evictions"] = p.counters.evictions;
+    policy["ambiguous"] = p.counters.ambiguous;
     if (r.bytes_mode) {
       uint64_t hit = 0, read = 0;
       ByteCounters(r, accesses, p, &hit, &read);
-      json->Field("bytes_hit", hit);
-      json->Field("bytes_read", read);
-      json->Field("byte_hit_rate",
-                  read ? static_cast<double>(hit) / static_cast<double>(read) : 0.0);
+      policy["bytes_hit"] = hit;
+      policy["bytes_read"] = read;
+      policy["byte_hit_rate"] = read ? static_cast<double>(hit) / static_cast<double>(read) : 0.0;
     }
-    json->EndObject();
   }
-  json->EndObject();
+  return json;
 }
 
 // No timings: the same command prints the same bytes.
 std::string ResultJson(const SimulateRequest& r, const SimulationResult& result) {
-  JsonWriter json;
-  json.BeginObject();
-  json.Field("accesses", result.accesses);
-  json.Field("plan", r.options.plan.Describe());
-  json.Field("dataset_size", r.dataset_size);
-  json.Field("distinct_ids", result.distinct_ids);
-  json.Field("epochs", result.shape.epochs);
-  json.Field("epoch_length", result.shape.epoch_length);
-  json.Field("window", result.window);
-  json.Field("exact_window", result.exact_window);
-  json.Field("capacity_unit", r.bytes_mode ? "bytes" : "items");
-  if (r.bytes_mode) json.Field("total_bytes", r.total_bytes);
-  if (r.item_size) json.Field("item_size", r.item_size);
+  nlohmann::ordered_json json;
+  json["accesses"] = result.accesses;
+  json["plan"] = r.options.plan.Describe();
+  json["dataset_size"] = r.dataset_size;
+  json["distinct_ids"] = result.distinct_ids;
+  json["epochs"] = result.shape.epochs;
+  json["epoch_length"] = result.shape.epoch_length;
+  json["window"] = result.window;
+  json["exact_window"] = result.exact_window;
+  json["capacity_unit"] = r.bytes_mode ? "bytes" : "items";
+  if (r.bytes_mode) json["total_bytes"] = r.total_bytes;
+  if (r.item_size) json["item_size"] = r.item_size;
   if (!r.curve) {
-    json.Field("capacity", r.capacities[0]);
-    json.Field("capacity_ratio", Ratio(r, r.capacities[0]));
-    json.Key("policies");
-    WritePoliciesJson(r, result.accesses, result.points[0], &json);
+    json["capacity"] = r.capacities[0];
+    json["capacity_ratio"] = Ratio(r, r.capacities[0]);
+    json["policies"] = PoliciesJson(r, result.accesses, result.points[0]);
   } else {
-    json.Key("curve");
-    json.BeginArray();
+    json["curve"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < result.points.size(); ++i) {
-      json.BeginObject();
-      json.Field("capacity", r.capacities[i]);
-      json.Field("capacity_ratio", Ratio(r, r.capacities[i]));
-      json.Key("policies");
-      WritePoliciesJson(r, result.accesses, result.points[i], &json);
-      json.EndObject();
+      json["curve"].push_back({{"capacity", r.capacities[i]},
+                               {"capacity_ratio", Ratio(r, r.capacities[i])},
+                               {"policies", PoliciesJson(r, result.accesses, result.points[i])}});
     }
-    json.EndArray();
   }
-  json.EndObject();
-  return json.str() + "\n";
+  return JsonLine(std::move(json));
 }
 
 std::string HeaderText(const SimulateRequest& r, const SimulationResult& result) {

@@ -6,10 +6,10 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "commands.h"
-#include "json_writer.h"
 #include "opt4store/status.h"
 #include "opt4store/store.h"
 #include "store_admin.h"
@@ -28,11 +28,7 @@ Status RunStats(const StatsCommandOptions& o) {
   OPT4STORE_RETURN_IF_ERROR(OpenExistingStore(o.path, &store));
   const StoreStats stats = store->Stats();
   OPT4STORE_RETURN_IF_ERROR(CloseStore(o.path, &store));
-  if (o.json) {
-    JsonWriter json;
-    WriteStatsJson(stats, &json);
-    return WriteStdout(json.str() + "\n");
-  }
+  if (o.json) return WriteStdout(JsonLine(StatsJson(stats)));
   return WriteStdout(StatsTable(stats));
 }
 

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "json_writer.h"
 
 namespace opt4store {
 
@@ -71,10 +71,10 @@ std::string FormatDuration(double seconds) {
 
 // Both views are made from the one stats table (opt4store/store_stats.h), so
 // the JSON keys and the table's rows are the fields' names.
-void WriteStatsJson(const StoreStats& s, JsonWriter* json) {
-  json->BeginObject();
-  VisitStats(s, [json](const StatField& field, auto value) { json->Field(field.name, value); });
-  json->EndObject();
+nlohmann::ordered_json StatsJson(const StoreStats& s) {
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
+  VisitStats(s, [&json](const StatField& field, auto value) { json[field.name] = value; });
+  return json;
 }
 
 namespace {

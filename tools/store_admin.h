@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "opt4store/status.h"
 #include "opt4store/store.h"
 
@@ -21,8 +23,6 @@ class App;
 }  // namespace CLI
 
 namespace opt4store {
-
-class JsonWriter;
 
 // Registers the required positional STORE (the store's directory).
 void AddStoreArgument(CLI::App* app, std::string* path);
@@ -45,7 +45,7 @@ Status CloseStore(const std::string& path, std::unique_ptr<Store>* store);
 std::string FormatDuration(double seconds);
 
 // Every StoreStats field as one JSON object, keys as the field names.
-void WriteStatsJson(const StoreStats& stats, JsonWriter* json);
+nlohmann::ordered_json StatsJson(const StoreStats& stats);
 // The same as two-column text ("counter", "value") grouped by tier.
 std::string StatsTable(const StoreStats& stats);
 

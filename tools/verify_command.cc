@@ -3,12 +3,13 @@
 // a corrupt record stays until a read meets it (and drops it) or compaction.
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "commands.h"
-#include "json_writer.h"
 #include "opt4store/status.h"
 #include "opt4store/store.h"
 #include "store_admin.h"
@@ -26,23 +27,16 @@ struct VerifyCommandOptions {
 };
 
 std::string ReportJson(const StoreVerifyReport& report) {
-  JsonWriter json;
-  json.BeginObject();
-  json.Field("records_checked", report.records_checked);
-  json.Field("bytes_checked", report.bytes_checked);
-  json.Field("corrupt", static_cast<uint64_t>(report.bad.size()));
-  json.Key("bad");
-  json.BeginArray();
+  nlohmann::ordered_json json;
+  json["records_checked"] = report.records_checked;
+  json["bytes_checked"] = report.bytes_checked;
+  json["corrupt"] = report.bad.size();
+  json["bad"] = nlohmann::ordered_json::array();
   for (const StoreVerifyReport::Bad& bad : report.bad) {
-    json.BeginObject();
-    json.Field("id", static_cast<uint64_t>(bad.id));
-    json.Field("where", bad.where);
-    json.Field("reason", bad.status.ToString());
-    json.EndObject();
+    json["bad"].push_back(
+        {{"id", bad.id}, {"where", bad.where}, {"reason", bad.status.ToString()}});
   }
-  json.EndArray();
-  json.EndObject();
-  return json.str() + "\n";
+  return JsonLine(std::move(json));
 }
 
 std::string ReportText(const std::string& path, const StoreVerifyReport& report) {

@@ -1,39 +1,40 @@
-"""Byte sizes as people write them: 512MiB, 2GiB, 1.5GB, or plain bytes."""
+"""Byte sizes as people write them: 512MiB, 2GiB, 1.5GB, or plain bytes.
 
+Text is read by the C++ ParseSize (engine/include/opt4store/sizes.h), the
+parser the opt4store CLI uses too, so a size means the same in both: a
+number, an optional space and a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB;
+any case); a fraction only with a unit above B, rounded to the nearest
+byte; no sign, exponent, digit grouping or one-letter unit ('k').
+"""
+
+import operator
+
+from . import _core
 from ._errors import InvalidArgumentError
 
-_UNITS = {
-    "": 1, "b": 1,
-    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
-}
+_MAX_SIZE = (1 << 64) - 1
 
 
 def parse_size(value, name="size"):
-    """Returns a byte count for an int or a string such as '2GiB'."""
+    """Returns the byte count of ``value``: a string such as ``'2GiB'``, or an
+    int (a numpy integer too) from 0 to 2**64 - 1, which passes through.
+    ``None`` stays ``None`` (an option not given). Anything else, and a
+    string that is not a size, raises InvalidArgumentError naming ``name``."""
     if value is None:
         return None
+    if isinstance(value, str):
+        return _core.parse_size(value, name)
     if isinstance(value, bool):
         raise InvalidArgumentError(f"{name}: expected a size, got {value!r}")
-    if isinstance(value, int):
-        if value < 0:
-            raise InvalidArgumentError(f"{name}: {value} is negative")
-        return value
-    if isinstance(value, float):
-        if value < 0 or value != value:
-            raise InvalidArgumentError(f"{name}: {value} is not a size")
-        return int(value)
-    text = str(value).strip()
-    number = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ")
-    unit = text[len(number):].strip().lower()
-    if unit not in _UNITS or not number:
-        raise InvalidArgumentError(
-            f"{name}: cannot read {value!r} as a size (examples: 512MiB, 2GiB, 1000000)")
     try:
-        amount = float(number) if "." in number else int(number)
-    except ValueError:
-        raise InvalidArgumentError(f"{name}: cannot read {value!r} as a size") from None
-    if amount < 0:
-        raise InvalidArgumentError(f"{name}: {value!r} is negative")
-    return int(amount * _UNITS[unit])
+        count = operator.index(value)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"{name}: expected a byte count (int) or a size string such as '2GiB', "
+            f"got {type(value).__name__} {value!r}") from None
+    if count < 0:
+        raise InvalidArgumentError(f"{name}: {count} is negative")
+    if count > _MAX_SIZE:
+        raise InvalidArgumentError(f"{name}: {count} is too large (the largest size is "
+                                   f"{_MAX_SIZE} bytes)")
+    return count

@@ -1,17 +1,16 @@
 #include "opt4store/number_file.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <sys/stat.h>
+
+#include "engine/base/npy_header.h"
 
 namespace opt4store {
 
 namespace {
-
-constexpr char kNpyMagic[] = "\x93NUMPY";
-constexpr size_t kNpyMagicLen = 6;
 
 bool EndsWith(const std::string& s, const char* suffix) {
   size_t n = std::strlen(suffix);
@@ -25,30 +24,10 @@ std::string Quote(std::string_view s) {
   return out + "'";
 }
 
-// Finds `'key':` in an .npy header dict and returns the text after it.
-bool NpyField(const std::string& header, const char* key, std::string* value) {
-  std::string pattern = std::string("'") + key + "'";
-  size_t at = header.find(pattern);
-  if (at == std::string::npos) return false;
-  at = header.find(':', at + pattern.size());
-  if (at == std::string::npos) return false;
-  *value = header.substr(at + 1);
-  size_t first = value->find_first_not_of(' ');
-  *value = first == std::string::npos ? "" : value->substr(first);
-  return true;
-}
-
-Status ParseNpyHeader(const std::string& path, const std::string& header, int* width,
-                      bool* is_signed, std::vector<uint64_t>* dims) {
-  std::string descr, fortran, shape;
-  if (!NpyField(header, "descr", &descr) || !NpyField(header, "fortran_order", &fortran) ||
-      !NpyField(header, "shape", &shape)) {
-    return Status::Corruption(path + ": .npy header lacks descr, fortran_order or shape");
-  }
-  if (descr.size() < 5 || (descr[0] != '\'' && descr[0] != '"')) {
-    return Status::Corruption(path + ": malformed .npy descr");
-  }
-  std::string type = descr.substr(1, descr.find(descr[0], 1) - 1);
+// The dtypes a number file takes: little-endian 4- or 8-byte integers.
+Status CheckNpyHeader(const std::string& path, const NpyHeader& header, int* width,
+                      bool* is_signed) {
+  const std::string& type = header.descr;
   if (type == "<i4" || type == "<u4" || type == "<i8" || type == "<u8") {
     *is_signed = type[1] == 'i';
     *width = type[2] - '0';
@@ -57,28 +36,12 @@ Status ParseNpyHeader(const std::string& path, const std::string& header, int* w
                                 " is not supported (use little-endian int32, int64, "
                                 "uint32 or uint64)");
   }
-  if (fortran.compare(0, 5, "False") != 0) {
+  if (header.fortran_order) {
     return Status::NotSupported(path + ": .npy in Fortran order is not supported");
   }
-  if (shape.empty() || shape[0] != '(') return Status::Corruption(path + ": malformed .npy shape");
-  size_t end = shape.find(')');
-  if (end == std::string::npos) return Status::Corruption(path + ": malformed .npy shape");
-  std::string inner = shape.substr(1, end - 1);
-  dims->clear();
-  size_t i = 0;
-  while (i < inner.size()) {
-    while (i < inner.size() && (inner[i] == ' ' || inner[i] == ',')) ++i;
-    if (i == inner.size()) break;
-    if (inner[i] < '0' || inner[i] > '9') {
-      return Status::Corruption(path + ": malformed .npy shape " + Quote(inner));
-    }
-    uint64_t v = 0;
-    while (i < inner.size() && inner[i] >= '0' && inner[i] <= '9') v = v * 10 + (inner[i++] - '0');
-    dims->push_back(v);
-  }
-  if (dims->empty() || dims->size() > 2) {
+  if (header.shape.empty() || header.shape.size() > 2) {
     return Status::NotSupported(path + ": .npy array must be 1-D or 2-D, not " +
-                                std::to_string(dims->size()) + "-D");
+                                std::to_string(header.shape.size()) + "-D");
   }
   return Status::OK();
 }
@@ -145,47 +108,14 @@ Status NumberFileReader::Open(const std::string& path, std::unique_ptr<NumberFil
       break;
     }
     case NumberFormat::kNpy: {
-      unsigned char pre[12];
-      size_t got = std::fread(pre, 1, 10, r->file_);
-      if (got < 10 || std::memcmp(pre, kNpyMagic, kNpyMagicLen) != 0) {
-        return Status::Corruption(path + ": not a .npy file (bad magic at offset 0)");
-      }
-      const int major = pre[6];
-      uint64_t header_len = 0;
-      uint64_t prefix = 10;
-      if (major == 1) {
-        header_len = pre[8] | (pre[9] << 8);
-      } else if (major == 2 || major == 3) {
-        if (std::fread(pre + 10, 1, 2, r->file_) != 2) {
-          return Status::Corruption(path + ": truncated .npy header at offset 10");
-        }
-        header_len = uint64_t{pre[8]} | (uint64_t{pre[9]} << 8) | (uint64_t{pre[10]} << 16) |
-                     (uint64_t{pre[11]} << 24);
-        prefix = 12;
-      } else {
-        return Status::NotSupported(path + ": .npy version " + std::to_string(major) +
-                                    " is not supported");
-      }
-      if (header_len > (1u << 20)) return Status::Corruption(path + ": .npy header too long");
-      std::string header(header_len, '\0');
-      if (std::fread(header.data(), 1, header_len, r->file_) != header_len) {
-        return Status::Corruption(path + ": truncated .npy header at offset " +
-                                  std::to_string(prefix));
-      }
-      std::vector<uint64_t> dims;
-      OPT4STORE_RETURN_IF_ERROR(ParseNpyHeader(path, header, &r->width_, &r->signed_, &dims));
-      r->data_offset_ = prefix + header_len;
+      NpyHeader header;
+      OPT4STORE_RETURN_IF_ERROR(ReadNpyHeader(path, r->file_, &header));
+      OPT4STORE_RETURN_IF_ERROR(CheckNpyHeader(path, header, &r->width_, &r->signed_));
+      OPT4STORE_RETURN_IF_ERROR(CheckNpyFileSize(path, header, r->width_, file_size));
+      const std::vector<uint64_t>& dims = header.shape;
+      r->data_offset_ = header.data_offset;
       r->binary_count_ = dims.size() == 1 ? dims[0] : dims[0] * dims[1];
       r->npy_rows_ = dims.size() == 2 ? dims[0] : 0;
-      const uint64_t expected = r->data_offset_ + r->binary_count_ * r->width_;
-      if (file_size != expected) {
-        return Status::Corruption(path + ": .npy data is " +
-                                  std::to_string(file_size - r->data_offset_) +
-                                  " bytes, but the header's shape needs " +
-                                  std::to_string(expected - r->data_offset_) +
-                                  " (mismatch at offset " +
-                                  std::to_string(std::min(file_size, expected)) + ")");
-      }
       break;
     }
   }
@@ -342,20 +272,8 @@ Status NumberFileWriter::Open(const std::string& path, NumberFormat format, uint
   w->file_ = std::fopen(w->tmp_path_.c_str(), "wb");
   if (!w->file_) return Status::FromErrno(path + ": cannot create it", errno);
   if (format == NumberFormat::kNpy) {
-    std::string dict = "{'descr': '<i8', 'fortran_order': False, 'shape': (";
-    dict += rows > 0 ? std::to_string(rows) + ", " + std::to_string(total / rows)
-                     : std::to_string(total) + ",";
-    dict += "), }";
-    // Pad so that magic + length + dict + '\n' is a multiple of 64 bytes.
-    size_t unpadded = kNpyMagicLen + 4 + dict.size() + 1;
-    dict.append((64 - unpadded % 64) % 64, ' ');
-    dict += '\n';
-    std::string head(kNpyMagic, kNpyMagicLen);
-    head += '\x01';
-    head += '\x00';
-    head += static_cast<char>(dict.size() & 0xFF);
-    head += static_cast<char>((dict.size() >> 8) & 0xFF);
-    head += dict;
+    const std::string head = EncodeNpyHeader(
+        "<i8", rows > 0 ? std::vector<uint64_t>{rows, total / rows} : std::vector<uint64_t>{total});
     if (std::fwrite(head.data(), 1, head.size(), w->file_) != head.size()) {
       return Status::FromErrno(w->tmp_path_, errno);
     }
