@@ -86,7 +86,7 @@ struct SharedQueue::Header {
   uint32_t reserved1;
   uint64_t consumer_start_ticks;
   // Guards tail and the record headers being reserved (robust, pshared).
-  alignas(64) pthread_mutex_t mutex;
+  alignas(64) RobustMutex mutex;
   alignas(128) std::atomic<uint64_t> tail;
   alignas(128) std::atomic<uint64_t> head;
   alignas(128) std::atomic<uint32_t> commits;  // futex word of the consumer
@@ -140,7 +140,7 @@ Status SharedQueue::Create(const SharedQueueOptions& options, std::unique_ptr<Sh
   pthread_mutexattr_init(&attr);
   int rc = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
   if (rc == 0) rc = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  if (rc == 0) rc = pthread_mutex_init(&h->mutex, &attr);
+  if (rc == 0) rc = pthread_mutex_init(&h->mutex.native, &attr);
   pthread_mutexattr_destroy(&attr);
   if (rc != 0) return Status::FromErrno("SharedQueue: robust process-shared mutex", rc);
   h->magic.store(kQueueMagic, std::memory_order_release);
@@ -162,6 +162,7 @@ Status SharedQueue::Attach(const std::string& name, std::unique_ptr<SharedQueue>
 
 Status SharedQueue::InitLayout() {
   header_ = reinterpret_cast<Header*>(segment_->data());
+  mutex_ = &header_->mutex;
   const Header& h = *header_;
   if (h.magic.load(std::memory_order_acquire) != kQueueMagic || h.version != kQueueVersion) {
     return Status::Corruption(segment_->name() + ": not an opt4store shared queue");
@@ -184,19 +185,22 @@ SharedQueue::RecordHeader* SharedQueue::RecordAt(uint64_t position) const {
   return reinterpret_cast<RecordHeader*>(ring_ + position % capacity_);
 }
 
-Status SharedQueue::Lock() {
-  int rc = pthread_mutex_lock(&header_->mutex);
+bool SharedQueue::Lock(Status* error) {
+  int rc = pthread_mutex_lock(&mutex_->native);
   if (rc == EOWNERDEAD) {
     // The holder died in its critical section. By I1 the ring is consistent
     // whether or not it moved the tail: declare the mutex usable again.
-    rc = pthread_mutex_consistent(&header_->mutex);
+    rc = pthread_mutex_consistent(&mutex_->native);
     header_->lock_recoveries.fetch_add(1, std::memory_order_relaxed);
   }
-  if (rc != 0) return Status::FromErrno("SharedQueue: lock", rc);
-  return Status::OK();
+  if (rc != 0) {
+    *error = Status::FromErrno("SharedQueue: lock", rc);
+    return false;
+  }
+  return true;
 }
 
-void SharedQueue::Unlock() { pthread_mutex_unlock(&header_->mutex); }
+void SharedQueue::Unlock() { pthread_mutex_unlock(&mutex_->native); }
 
 // ---------------------------------------------------------------- producers
 
@@ -219,7 +223,8 @@ Status SharedQueue::TryPushv(uint32_t tag, const struct iovec* parts, int num_pa
   const uint64_t me = PackProcess(CurrentProcess());
   Header& h = *header_;
 
-  OPT4STORE_RETURN_IF_ERROR(Lock());
+  Status lock_error;
+  if (!Lock(&lock_error)) return lock_error;
   const uint64_t tail = h.tail.load(std::memory_order_relaxed);
   const uint64_t head = h.head.load(std::memory_order_acquire);  // I3
   const uint64_t to_end = capacity_ - tail % capacity_;

@@ -36,6 +36,7 @@
 #ifndef OPT4STORE_TIERS_SHARED_QUEUE_H_
 #define OPT4STORE_TIERS_SHARED_QUEUE_H_
 
+#include <pthread.h>
 #include <sys/uio.h>
 
 #include <cstdint>
@@ -43,6 +44,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/base/thread_annotations.h"
 #include "opt4store/status.h"
 #include "tiers/shared_memory.h"
 
@@ -149,10 +151,19 @@ class SharedQueue {
   struct Header;
   struct RecordHeader;
 
+  // The robust, process-shared mutex in the segment's header, typed as a
+  // capability so that the analysis checks every Lock has its Unlock.
+  // Nothing is GUARDED_BY it: the tail it orders is read without it (I1).
+  struct CAPABILITY("mutex") RobustMutex {
+    pthread_mutex_t native;
+  };
+
   explicit SharedQueue(std::unique_ptr<SharedSegment> segment);
   Status InitLayout();
-  Status Lock();
-  void Unlock();
+  // Takes the mutex; false, with *error set, when it cannot.
+  bool Lock(Status* error) TRY_ACQUIRE(true, mutex_);
+  // Exempt: the analysis cannot see pthread_mutex_unlock release mutex_.
+  void Unlock() RELEASE(mutex_) NO_THREAD_SAFETY_ANALYSIS;
   RecordHeader* RecordAt(uint64_t position) const;
   void Hook(PushStage stage) {
     if (push_hook_ != nullptr) push_hook_(push_hook_arg_, stage);
@@ -160,6 +171,7 @@ class SharedQueue {
 
   std::unique_ptr<SharedSegment> segment_;
   Header* header_ = nullptr;
+  RobustMutex* mutex_ = nullptr;  // &header_->mutex
   char* ring_ = nullptr;
   uint64_t capacity_ = 0;
   uint64_t max_message_ = 0;
