@@ -31,6 +31,8 @@
 // The function takes (releases) the lock and returns with it held (free).
 #define ACQUIRE(...) OPT4STORE_THREAD_ATTRIBUTE(acquire_capability(__VA_ARGS__))
 #define RELEASE(...) OPT4STORE_THREAD_ATTRIBUTE(release_capability(__VA_ARGS__))
+// The function tries to take the lock: held on return iff it returned `ok`.
+#define TRY_ACQUIRE(...) OPT4STORE_THREAD_ATTRIBUTE(try_acquire_capability(__VA_ARGS__))
 // Asserts, at run time or by the caller's knowledge, that the lock is held.
 #define ASSERT_CAPABILITY(lock) OPT4STORE_THREAD_ATTRIBUTE(assert_capability(lock))
 // For code the analysis cannot follow; each use says why.
