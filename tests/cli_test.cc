@@ -14,8 +14,8 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
+#include "json_test_util.h"
 #include "opt4store/number_file.h"
 #include "opt4store/plan.h"
 
@@ -89,28 +89,10 @@ class TempDir {
   std::string path_;
 };
 
-using Json = nlohmann::ordered_json;
-
+using opt4store_test::Json;
+using opt4store_test::KeysOf;
+using opt4store_test::ParseJson;
 size_t CountOf(const std::string& text, const std::string& needle);
-
-// A command's --json output: one JSON object on one line. ordered_json keeps
-// the keys in the order the command wrote them.
-Json ParseJson(const std::string& text) {
-  INFO(text);
-  REQUIRE(CountOf(text, "\n") == 1);
-  REQUIRE(text.back() == '\n');
-  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  REQUIRE_FALSE(json.is_discarded());
-  REQUIRE(json.is_object());
-  return json;
-}
-
-// The keys of a JSON object, in order.
-std::vector<std::string> KeysOf(const Json& object) {
-  std::vector<std::string> keys;
-  for (const auto& item : object.items()) keys.push_back(item.key());
-  return keys;
-}
 
 size_t CountOf(const std::string& text, const std::string& needle) {
   size_t count = 0;

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
 #include "opt4store/store.h"
 #include "opt4store/store_stats.h"
+#include "json_test_util.h"
 #include "test_util.h"
 
 namespace opt4store {
@@ -121,26 +121,9 @@ std::string CreateStore(const TempDir& dir, uint64_t n, std::vector<std::string>
   return store;
 }
 
-using Json = nlohmann::ordered_json;
-
-// A command's --json output: one JSON object on one line.
-Json ParseJson(const std::string& text) {
-  INFO(text);
-  REQUIRE(!text.empty());
-  REQUIRE(text.back() == '\n');
-  REQUIRE(text.find('\n') == text.size() - 1);
-  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  REQUIRE_FALSE(json.is_discarded());
-  REQUIRE(json.is_object());
-  return json;
-}
-
-// The keys of a JSON object, in order.
-std::vector<std::string> KeysOf(const Json& object) {
-  std::vector<std::string> keys;
-  for (const auto& item : object.items()) keys.push_back(item.key());
-  return keys;
-}
+using opt4store_test::Json;
+using opt4store_test::KeysOf;
+using opt4store_test::ParseJson;
 
 uint32_t LE32(const std::string& s, size_t at) {
   uint32_t v = 0;
