@@ -406,6 +406,17 @@ py::tuple DecodeHeader(py::bytes meta) {
   return py::make_tuple(std::string(DTypeName(h.dtype)), h.shape, h.tag, py::bytes(h.user));
 }
 
+// ---------------------------------------------------------------- plans
+
+// PlannedSampler's fingerprint of its plan: PlanFingerprint (plan.h), the
+// one an explicit plan's Describe() carries.
+std::string PlanFingerprintOf(
+    py::array_t<int64_t, py::array::c_style | py::array::forcecast> ids) {
+  if (ids.ndim() != 1) ThrowIfError(Status::InvalidArgument("a plan is a 1-D array of indices"));
+  py::gil_scoped_release release;
+  return PlanFingerprint(ids.data(), static_cast<size_t>(ids.size()));
+}
+
 // ---------------------------------------------------------------- sizes
 
 // opt4store.parse_size of a string: the grammar of opt4store/sizes.h, the
@@ -468,5 +479,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("zero_stats", [] { return opt4store::StatsDict(opt4store::StoreStats{}); });
   m.def("stat_fields", &opt4store::StatFields);
   m.def("parse_size", &opt4store::ParseSizeText, py::arg("text"), py::arg("name") = "");
+  m.def("plan_fingerprint", &opt4store::PlanFingerprintOf, py::arg("ids"));
   m.attr("NO_POSITION") = opt4store::kNoPosition;
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <numeric>
 #include <set>
@@ -704,6 +705,48 @@ TEST_CASE("Explicit plans: epoch_length must divide the number of reads", "[plan
   CHECK(OpenPlanSource(Explicit({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 0, 20), &source)
             .IsInvalidArgument());
   CHECK(source == nullptr);
+}
+
+// The documented algorithm (plan.h), worked independently: FNV-1a over the
+// length and then each id, each as 8 little-endian bytes.
+std::string DocumentedFingerprint(const std::vector<uint64_t>& ids) {
+  uint64_t h = 14695981039346656037ull;
+  auto add = [&h](uint64_t word) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<unsigned char>(word >> (8 * i));
+      h *= 1099511628211ull;
+    }
+  };
+  add(ids.size());
+  for (uint64_t id : ids) add(id);
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+TEST_CASE("PlanFingerprint is the documented FNV-1a and Describe carries it",
+          "[plan][explicit][fingerprint]") {
+  // The same constants are in tests/python/test_resume.py, which checks
+  // _core.plan_fingerprint (what PlannedSampler uses) against them.
+  const std::vector<ItemId> ids = {3, 1, 4, 1, 5, 9, 2, 6};
+  const std::vector<int64_t> ids64(ids.begin(), ids.end());
+  CHECK(PlanFingerprint(ids.data(), ids.size()) == "a11da7398e6bf662");
+  CHECK(PlanFingerprint(ids64.data(), ids64.size()) == "a11da7398e6bf662");
+  CHECK(PlanFingerprint(static_cast<const ItemId*>(nullptr), 0) == "a8c7f832281a39c5");
+  CHECK(DocumentedFingerprint({3, 1, 4, 1, 5, 9, 2, 6}) == "a11da7398e6bf662");
+  CHECK(DocumentedFingerprint({}) == "a8c7f832281a39c5");
+  // The length is hashed: [0] and [0, 0] differ, as do a sequence and its prefix.
+  const ItemId zeros[] = {0, 0};
+  CHECK(PlanFingerprint(zeros, 1) == DocumentedFingerprint({0}));
+  CHECK(PlanFingerprint(zeros, 1) != PlanFingerprint(zeros, 2));
+  CHECK(PlanFingerprint(ids.data(), 7) != PlanFingerprint(ids.data(), 8));
+  // A negative int64 is its two's complement.
+  const int64_t minus_one = -1;
+  CHECK(PlanFingerprint(&minus_one, 1) == DocumentedFingerprint({UINT64_MAX}));
+
+  const std::string d = Explicit(ids, 10, 4).Describe();
+  CHECK(d == "explicit reads=8 fingerprint=a11da7398e6bf662 n=10 epoch_length=4");
+  CHECK(Explicit({3, 1, 4, 1, 5, 9, 2, 7}).Describe() != Explicit(ids).Describe());
 }
 
 TEST_CASE("Explicit plans without ids are rejected", "[plan][explicit]") {

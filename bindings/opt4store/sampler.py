@@ -1,11 +1,11 @@
 """PlannedSampler: records any torch Sampler's order ahead of time."""
 
 import copy
-import hashlib
 
 import numpy as np
 import torch.utils.data
 
+from . import _core
 from ._errors import InvalidArgumentError
 
 
@@ -69,6 +69,14 @@ class PlannedSampler(torch.utils.data.Sampler):
     pass ``consumed=`` (samples the loop has processed in this epoch) for an
     exact count.
 
+    A state_dict carries the plan's fingerprint (``self.fingerprint``), and
+    loading it into a sampler whose recorded plan differs is refused. The
+    fingerprint is the C++ PlanFingerprint (64-bit FNV-1a over the plan's
+    length and ids, 16 hex digits; engine/include/opt4store/plan.h), the one
+    the store's description of an explicit plan carries. State_dicts saved
+    before opt4store took it (their fingerprint is a 40-digit SHA-1) do not
+    load: ``load_state_dict`` raises InvalidArgumentError saying so.
+
     DDP: over a DistributedSampler, each rank records and yields its own
     share as above. When a CachedDataset binds it to a store shared by the
     host's local ranks (``Store(..., shared="local")``), the plan positions
@@ -96,7 +104,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         self.plan = np.concatenate(orders) if orders else np.empty(0, np.int64)
         if len(self.plan) and self.plan.min() < 0:
             raise InvalidArgumentError("the sampler yielded a negative index")
-        self.fingerprint = hashlib.sha1(self.plan.tobytes()).hexdigest()
+        self.fingerprint = _core.plan_fingerprint(self.plan)
         self._epoch = 0
         self._start = 0
         self._yielded = 0
@@ -140,9 +148,17 @@ class PlannedSampler(torch.utils.data.Sampler):
 
     def load_state_dict(self, state):
         """The next iter() resumes at state's epoch and index."""
-        if state.get("fingerprint") != self.fingerprint:
+        theirs = state.get("fingerprint")
+        if theirs != self.fingerprint:
+            if isinstance(theirs, str) and len(theirs) == 40:
+                raise InvalidArgumentError(
+                    "this state_dict was saved by an older opt4store, whose plan fingerprint "
+                    f"was a SHA-1 ({theirs[:12]}...); plans are now fingerprinted with "
+                    f"PlanFingerprint ({self.fingerprint}), so it cannot be checked against "
+                    "this sampler's plan and does not load (see PlannedSampler's docstring)")
             raise InvalidArgumentError(
-                "this state belongs to another plan (a different sampler, seed or epoch count)")
+                f"this state belongs to another plan (fingerprint {theirs!r}, this sampler's "
+                f"is {self.fingerprint!r}): a different sampler, seed or epoch count")
         self._epoch = int(state["epoch"])
         self._start = int(state["index"])
         self._current_epoch = self._epoch

@@ -1,6 +1,7 @@
 #include "opt4store/plan.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include "opt4store/number_file.h"
@@ -281,6 +282,41 @@ Status ParseSamplerKind(std::string_view name, SamplerKind* kind) {
                                  "or file)");
 }
 
+namespace {
+
+// PlanFingerprint's FNV-1a (plan.h), fed 64-bit little-endian words.
+class Fnv1a64 {
+ public:
+  void AddWord(uint64_t word) {
+    for (int i = 0; i < 8; ++i) {
+      hash_ ^= (word >> (8 * i)) & 0xFF;
+      hash_ *= 0x100000001b3ull;
+    }
+  }
+  std::string Hex() const {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hash_));
+    return buf;
+  }
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325ull;
+};
+
+template <typename Id>
+std::string Fingerprint(const Id* ids, size_t count) {
+  Fnv1a64 fnv;
+  fnv.AddWord(count);
+  for (size_t i = 0; i < count; ++i) fnv.AddWord(static_cast<uint64_t>(ids[i]));
+  return fnv.Hex();
+}
+
+}  // namespace
+
+std::string PlanFingerprint(const ItemId* ids, size_t count) { return Fingerprint(ids, count); }
+
+std::string PlanFingerprint(const int64_t* ids, size_t count) { return Fingerprint(ids, count); }
+
 std::string PlanSpec::Describe() const {
   std::string s = SamplerName(kind);
   auto add = [&s](const char* key, const std::string& value) {
@@ -295,13 +331,9 @@ std::string PlanSpec::Describe() const {
       if (dataset_size) add("n", std::to_string(dataset_size));
       break;
     case SamplerKind::kExplicit: {
-      // FNV-1a over the ids identifies the sequence without storing it.
-      uint64_t h = 1469598103934665603ull;
-      if (ids) {
-        for (ItemId id : *ids) h = (h ^ id) * 1099511628211ull;
-      }
-      add("reads", std::to_string(ids ? ids->size() : 0));
-      add("fnv", std::to_string(h));
+      const size_t reads = ids ? ids->size() : 0;
+      add("reads", std::to_string(reads));
+      add("fingerprint", PlanFingerprint(ids ? ids->data() : nullptr, reads));
       if (dataset_size) add("n", std::to_string(dataset_size));
       break;
     }

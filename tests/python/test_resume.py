@@ -2,13 +2,16 @@
 load_state_dict() into the same or a fresh sampler continue at exactly the
 next index; a state of another plan is refused."""
 
+import hashlib
 import warnings
 
+import numpy as np
 import pytest
 import torch
 import torch.utils.data
 
 import opt4store
+from opt4store import _core
 from o4s_testlib import UniformDataset, check_epoch, uniform_item
 
 N = 100
@@ -38,6 +41,37 @@ def test_same_seed_records_the_same_plan():
     assert list(a.plan) == list(b.plan) and a.fingerprint == b.fingerprint
     assert list(make_sampler(seed=8).plan) != list(a.plan)
     assert len(a) == N and len(a.plan) == N * EPOCHS
+
+
+def _documented_fingerprint(ids):
+    """PlanFingerprint as plan.h documents it: 64-bit FNV-1a over the length
+    and then each id, each as 8 little-endian bytes; 16 hex digits."""
+    h = 0xcbf29ce484222325
+    for word in [len(ids), *ids]:
+        for byte in (int(word) % 2**64).to_bytes(8, "little"):
+            h = ((h ^ byte) * 0x100000001b3) % 2**64
+    return f"{h:016x}"
+
+
+def test_fingerprint_is_the_cpp_plan_fingerprint():
+    s = make_sampler()
+    assert s.fingerprint == _core.plan_fingerprint(s.plan) == _documented_fingerprint(s.plan)
+    # The constants tests/plan_test.cc checks the C++ function against.
+    assert _core.plan_fingerprint(np.array([3, 1, 4, 1, 5, 9, 2, 6])) == "a11da7398e6bf662"
+    assert _core.plan_fingerprint(np.empty(0, np.int64)) == "a8c7f832281a39c5"
+    assert _core.plan_fingerprint(np.array([-1])) == _documented_fingerprint([2**64 - 1])
+    with pytest.raises(opt4store.InvalidArgumentError):
+        _core.plan_fingerprint(np.zeros((2, 2), np.int64))
+
+
+def test_state_saved_with_a_sha1_fingerprint_is_refused_clearly():
+    """Before PlanFingerprint the sampler keyed its state with a SHA-1 of the
+    plan; such a state cannot be checked against the plan, so it is refused."""
+    s = make_sampler()
+    state = dict(s.state_dict(), fingerprint=hashlib.sha1(s.plan.tobytes()).hexdigest())
+    with pytest.raises(opt4store.InvalidArgumentError, match="older opt4store") as e:
+        s.load_state_dict(state)
+    assert "SHA-1" in str(e.value) and s.fingerprint in str(e.value)
 
 
 def test_each_iter_yields_the_next_epoch_with_positions():

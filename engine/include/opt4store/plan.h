@@ -129,6 +129,22 @@ Status OpenPlanSource(const PlanSpec& spec, std::unique_ptr<PlanSource>* source)
 // REQUIRES: spec.kind is generated (not file or explicit); spec validated.
 void GenerateEpoch(const PlanSpec& spec, uint64_t epoch, std::vector<ItemId>* out);
 
+// A plan's fingerprint: names a sequence of ids without storing it. An
+// explicit plan's Describe() carries it ("fingerprint=..."), and Python's
+// PlannedSampler keys its state_dict with it (_core.plan_fingerprint), so
+// the two always agree. The algorithm, exactly:
+//   64-bit FNV-1a (offset basis 0xcbf29ce484222325, prime 0x100000001b3:
+//   for each byte, h ^= byte, then h *= prime) over these bytes:
+//     the number of ids, as an unsigned 64-bit integer, little-endian;
+//     then each id as an unsigned 64-bit integer, little-endian (a negative
+//     int64 as its two's complement);
+//   written as 16 lowercase hex digits, most significant first.
+// Hashing the length first keeps a sequence and its extension apart even
+// where the extension's bytes would hash back to the same state.
+// Not a cryptographic hash: it tells plans apart, it does not authenticate.
+std::string PlanFingerprint(const ItemId* ids, size_t count);
+std::string PlanFingerprint(const int64_t* ids, size_t count);
+
 // SplitMix64 helpers shared by the generators and the random policy.
 uint64_t Mix64(uint64_t z);
 uint64_t EpochSeed(uint64_t seed, uint64_t epoch);
