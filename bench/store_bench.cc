@@ -289,8 +289,8 @@ struct Setup {
 
 StoreOptions BaseOptions(const Setup& setup) {
   StoreOptions o;
-  o.ram_bytes = setup.ram_bytes;
-  o.disk_bytes = setup.disk_bytes;
+  o.ram = setup.ram_bytes;
+  o.disk = setup.disk_bytes;
   o.info_log = Log;
   o.shm_prefix = "opt4store-store-bench";
   return o;
@@ -631,10 +631,10 @@ int RssChild(const std::string& dir, uint64_t ids, bool with_plan) {
   x.file0 = bench::ProcStatusKib("RssFile");
   StoreOptions o;
   o.dataset_size = ids;
-  o.ram_bytes = uint64_t{1} << 20;
-  o.staging_bytes = uint64_t{1} << 20;
+  o.ram = uint64_t{1} << 20;
+  o.staging = uint64_t{1} << 20;
   o.queue_bytes = uint64_t{1} << 20;
-  o.disk_bytes = uint64_t{1} << 30;
+  o.disk = uint64_t{1} << 30;
   o.shm_prefix = "opt4store-store-bench-rss";
   if (with_plan) {
     // Two epochs, so that the policy admits items and sizes its cost table.

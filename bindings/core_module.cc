@@ -147,6 +147,18 @@ py::dict StatsDict(const StoreStats& st) {
 }
 
 // The table itself, for the docs check and a closed store's zeros.
+// The settings table, for Store's keywords and the docs check.
+py::list SettingFieldList() {
+  py::list fields;
+  for (const SettingField& field : SettingFields()) {
+    const char* kind = field.kind == SettingKind::kBytes   ? "size"
+                       : field.kind == SettingKind::kCount ? "count"
+                                                           : "name";
+    fields.append(py::make_tuple(field.name, kind, field.default_text, field.help));
+  }
+  return fields;
+}
+
 py::list StatFields() {
   py::list fields;
   VisitStats(StoreStats{}, [&fields](const StatField& field, auto) {
@@ -159,29 +171,18 @@ py::list StatFields() {
 
 uint64_t GetUint(const py::dict& d, const char* key) { return d[key].cast<uint64_t>(); }
 
+// The settings by their names in the table (store_options.h), each an int
+// or a string that SetOption reads; then this open's own options.
 StoreOptions OptionsFromDict(const py::dict& d) {
   StoreOptions o;
   auto has = [&d](const char* key) { return d.contains(key) && !d[key].is_none(); };
   if (has("dataset_size")) o.dataset_size = GetUint(d, "dataset_size");
-  if (has("ram_bytes")) o.ram_bytes = GetUint(d, "ram_bytes");
-  if (has("ram_items")) o.ram_items = GetUint(d, "ram_items");
-  if (has("disk_bytes")) o.disk_bytes = GetUint(d, "disk_bytes");
-  if (has("policy")) {
-    PolicyKind kind;
-    ThrowIfError(ParsePolicyKind(d["policy"].cast<std::string>(), &kind));
-    o.policy = kind;
-  }
-  if (has("prefetch_depth")) o.prefetch_depth = GetUint(d, "prefetch_depth");
-  if (has("staging_bytes")) o.staging_bytes = GetUint(d, "staging_bytes");
-  if (has("compression")) {
-    StoreOptions::Compression c;
-    ThrowIfError(ParseCompression(d["compression"].cast<std::string>(), &c));
-    o.compression = c;
-  }
-  if (has("sync")) {
-    StoreOptions::SyncMode s;
-    ThrowIfError(ParseSyncMode(d["sync"].cast<std::string>(), &s));
-    o.sync = s;
+  for (const SettingField& field : SettingFields()) {
+    if (!has(field.name)) continue;
+    const py::object value = d[field.name];
+    const std::string text =
+        py::isinstance<py::str>(value) ? value.cast<std::string>() : py::str(value).cast<std::string>();
+    ThrowIfError(SetOption(field.name, text, &o));
   }
   if (has("create_if_missing")) o.create_if_missing = d["create_if_missing"].cast<bool>();
   if (has("fetch_timeout_ms")) o.fetch_timeout_ms = d["fetch_timeout_ms"].cast<int64_t>();
@@ -478,6 +479,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("decode_header", &opt4store::DecodeHeader, py::arg("meta"));
   m.def("zero_stats", [] { return opt4store::StatsDict(opt4store::StoreStats{}); });
   m.def("stat_fields", &opt4store::StatFields);
+  m.def("setting_fields", &opt4store::SettingFieldList);
+  m.def(
+      "check_options", [](const py::dict& options) { opt4store::OptionsFromDict(options); },
+      py::arg("options"));
   m.def("parse_size", &opt4store::ParseSizeText, py::arg("text"), py::arg("name") = "");
   m.def("plan_fingerprint", &opt4store::PlanFingerprintOf, py::arg("ids"));
   m.attr("NO_POSITION") = opt4store::kNoPosition;

@@ -8,7 +8,7 @@ Layers, lowest first; a file may include its own layer and those below:
   base   engine/base/, and the public headers it implements
   plan   engine/plan/, and the plan and policy headers
   tiers  tiers/
-  store  engine/store/, and store.h
+  store  engine/store/, and store.h, store_options.h, store_stats.h
   edge   tools/ (the CLI) and bindings/ (the Python package)
   tests  tests/: anything but bench/
   bench  bench/: anything
@@ -29,7 +29,7 @@ PUBLIC = {
     "value.h": "base", "read_sink.h": "base", "sizes.h": "base",
     "plan.h": "plan", "next_use.h": "plan", "item_sizes.h": "plan", "policy.h": "plan",
     "simulator.h": "plan",
-    "store.h": "store", "store_stats.h": "store",
+    "store.h": "store", "store_stats.h": "store", "store_options.h": "store",
 }
 
 FOLDERS = (  # path prefix -> layer, longest first

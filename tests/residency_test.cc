@@ -127,7 +127,7 @@ TEST_CASE("Residency: one reader in order hits exactly what Belady's OPT hits", 
       // their Put (the planner waits at an unseen item's read for it).
       FakeTiers bytes_tiers(c.plan.dataset_size);
       o.ram_items = 0;
-      o.ram_bytes = c.capacity * bytes_tiers.item_bytes;
+      o.ram = c.capacity * bytes_tiers.item_bytes;
       Residency bytes(o, &bytes_tiers);
       REQUIRE(bytes.SetPlan(c.plan, 0).ok());
       CHECK(ReadInOrder(&bytes, &bytes_tiers, ids, depth, c.capacity, true) == want);
@@ -147,7 +147,7 @@ TEST_CASE("Residency: a restart prefetches the next reads from disk and lets the
   o.num_ids = n;
   o.ram_items = 8;
   o.prefetch_depth = 20;
-  o.staging_bytes = 10;  // 10 items of cost 1 (an item capacity)
+  o.staging = 10;  // 10 items of cost 1 (an item capacity)
   o.ring_slots = 256;
   o.disk = true;
   Residency r(o, &tiers);
@@ -222,7 +222,7 @@ TEST_CASE("Residency: without a plan the RAM tier fills once and keeps everythin
   FakeTiers tiers(20);
   ResidencyOptions o;
   o.num_ids = 20;
-  o.ram_bytes = 350;  // three and a half items of 100 bytes
+  o.ram = 350;  // three and a half items of 100 bytes
   Residency r(o, &tiers);
   CHECK_FALSE(r.has_plan());
   for (ItemId id = 0; id < 6; ++id) {

@@ -306,8 +306,8 @@ TEST_CASE("create takes sizes with units and writes them to the manifest", "[sto
   CHECK(out.find("512.00 MiB") != std::string::npos);
   const Json json = ParseJson(CliOk(dir, {"inspect", store, "--json"}));
   CHECK(json.at("dataset_size") == 1000);
-  CHECK(json.at("ram_bytes") == 536870912);
-  CHECK(json.at("disk_bytes") == 2147483648);
+  CHECK(json.at("ram") == 536870912);
+  CHECK(json.at("disk") == 2147483648);
   CHECK(json.at("policy") == "lru");
   CHECK(json.at("compression") == "none");
   CHECK(json.at("sync") == "none");
@@ -319,7 +319,7 @@ TEST_CASE("create takes sizes with units and writes them to the manifest", "[sto
           {"create", other, "--dataset-size", "50", "--ram-items", "20", "--disk", "67108864"});
     const Json j = ParseJson(CliOk(dir, {"inspect", other, "--json"}));
     CHECK(j.at("ram_items") == 20);
-    CHECK(j.at("disk_bytes") == 67108864);
+    CHECK(j.at("disk") == 67108864);
   }
   SECTION("a generated plan is saved") {
     const std::string planned = dir.File("planned");
@@ -486,18 +486,24 @@ TEST_CASE("stats --json and inspect describe the store", "[store_cli]") {
   }
   CHECK(listed >= 1);
   const Json ij = ParseJson(CliOk(dir, {"inspect", store, "--json"}));
-  CHECK(KeysOf(ij) == std::vector<std::string>{"path", "dataset_size", "policy", "plan",
-                                               "ram_bytes", "ram_items", "disk_bytes",
-                                               "prefetch_depth", "staging_bytes", "compression",
-                                               "sync", "cursor", "tiers", "segments"});
+  // The settings by their names, in the table's order (store_options.h).
+  std::vector<std::string> keys = {"path", "dataset_size", "plan"};
+  for (const SettingField& field : SettingFields()) keys.push_back(field.name);
+  keys.insert(keys.end(), {"cursor", "tiers", "segments"});
+  CHECK(KeysOf(ij) == keys);
+  CHECK(ij.at("ram") == 1 << 20);
+  CHECK(ij.at("policy") == "opt");
   CHECK(ij.at("segments").size() == listed);
   CHECK(KeysOf(ij.at("segments").at(0)) ==
         std::vector<std::string>{"name", "file_bytes", "live_bytes"});
   CHECK(KeysOf(ij.at("cursor")) == std::vector<std::string>{"epoch", "position", "plan"});
   CHECK(ij.at("cursor").at("epoch") == 0);
   CHECK(ij.at("cursor").at("position") == 0);
-  CHECK(KeysOf(ij.at("tiers")) == std::vector<std::string>{"ram", "disk"});
-  CHECK(ij.at("tiers").at("disk").at("items") == 3);
+  // The tiers' figures by their stats names (store_stats.h).
+  CHECK(ij.at("tiers").at("disk_items") == 3);
+  CHECK(ij.at("tiers").at("disk_live_bytes") == json.at("disk_live_bytes"));
+  CHECK(ij.at("tiers").at("ram_items") == json.at("ram_items"));
+  CHECK(!ij.at("tiers").contains("accesses"));
 }
 
 TEST_CASE("a store open in another process is a Busy error", "[store_cli]") {

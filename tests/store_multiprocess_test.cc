@@ -546,9 +546,9 @@ TEST_CASE(
   StoreOptions o;
   o.shm_prefix = scratch.prefix();
   o.plan = ShufflePlan(n, 10, 3);
-  o.ram_bytes = 1 * kMiB;
-  o.staging_bytes = 1 * kMiB;
-  o.disk_bytes = 4 * kMiB;  // the disk tier must evict and compact
+  o.ram = 1 * kMiB;
+  o.staging = 1 * kMiB;
+  o.disk = 4 * kMiB;  // the disk tier must evict and compact
   o.queue_bytes = 8 * kMiB;
   std::vector<ItemId> ids;
   REQUIRE(PlanIds(*o.plan, &ids).ok());

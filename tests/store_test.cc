@@ -135,8 +135,8 @@ TEST_CASE(
   ScratchStore scratch;
   StoreOptions o = BaseOptions(scratch);
   o.dataset_size = 64;
-  o.ram_bytes = 8 * kMiB;
-  o.disk_bytes = 32 * kMiB;
+  o.ram = 8 * kMiB;
+  o.disk = 32 * kMiB;
   const auto& sizes = OddSizes();
   {
     auto store = OpenStore(o, scratch.path());
@@ -187,7 +187,7 @@ TEST_CASE("Store: GetBatch answers each read like Get", "[store]") {
   ScratchStore scratch;
   StoreOptions o = BaseOptions(scratch);
   o.dataset_size = 32;
-  o.ram_bytes = 4 * kMiB;
+  o.ram = 4 * kMiB;
   const ValueShape shape{100, 20000};
   auto store = OpenStore(o, scratch.path());
   for (ItemId id = 0; id < 32; id += 2) {
@@ -231,8 +231,8 @@ TEST_CASE("Store: a value is immutable per id: a second Put does not replace it"
   ScratchStore scratch;
   StoreOptions o = BaseOptions(scratch);
   o.dataset_size = 8;
-  o.ram_bytes = 1 * kMiB;
-  o.disk_bytes = 8 * kMiB;
+  o.ram = 1 * kMiB;
+  o.disk = 8 * kMiB;
   auto store = OpenStore(o, scratch.path());
   REQUIRE(store->Put(kNoPosition, 3, "first", "payload one").ok());
   REQUIRE(store->Put(kNoPosition, 3, "second", "payload two, longer").ok());
@@ -253,7 +253,7 @@ TEST_CASE("Store: out-of-range ids and oversized meta are refused", "[store]") {
   ScratchStore scratch;
   StoreOptions o = BaseOptions(scratch);
   o.dataset_size = 10;
-  o.ram_bytes = 2 * kMiB;
+  o.ram = 2 * kMiB;
   auto store = OpenStore(o, scratch.path());
   StringSink sink;
   GetSource source;
@@ -276,7 +276,7 @@ TEST_CASE("Store: out-of-range ids and oversized meta are refused", "[store]") {
   // A store without a plan needs a dataset size.
   ScratchStore other;
   StoreOptions no_size = BaseOptions(other);
-  no_size.ram_bytes = 1 * kMiB;
+  no_size.ram = 1 * kMiB;
   std::unique_ptr<Store> none;
   CHECK(Store::Open(no_size, other.path(), &none).IsInvalidArgument());
   CHECK(none == nullptr);
@@ -298,7 +298,7 @@ TEST_CASE("Store: Close releases everything and later calls fail with IOError", 
   StringSink sink;
   CHECK(store->Get(kNoPosition, 1, &sink).IsIOError());
   CHECK(store->Put(kNoPosition, 2, "m", "p").IsIOError());
-  // disk_bytes 0 (the default for a new store): nothing was written under path.
+  // disk 0 (the default for a new store): nothing was written under path.
   CHECK(DirIsEmptyOrMissing(scratch.path()));
 }
 
@@ -320,7 +320,7 @@ void CheckMissesEqualBelady(const PlanSpec& plan, uint64_t capacity,
   ScratchStore scratch;
   StoreOptions o = BaseOptions(scratch);
   o.ram_items = capacity;
-  o.disk_bytes = 0;
+  o.disk = 0;
   o.plan = plan;
   o.prefetch_depth = prefetch_depth;
   const ValueShape shape{1024, 0};  // uniform sizes
@@ -420,14 +420,14 @@ TEST_CASE("Store: a byte budget that holds every item: only first reads miss", "
     ScratchStore scratch;
     StoreOptions o = BaseOptions(scratch);
     o.plan = plan;
-    o.ram_bytes = 4 * kMiB;
+    o.ram = 4 * kMiB;
     o.prefetch_depth = depth;
-    REQUIRE(bytes < *o.ram_bytes / 2);
+    REQUIRE(bytes < *o.ram / 2);
     auto store = OpenStore(o, scratch.path());
     const ReadTally t = ReadRange(store.get(), ids, 0, ids.size(), shape);
     const StoreStats st = store->Stats();
     INFO("prefetch depth " << (depth ? std::to_string(*depth) : "default") << ", " << bytes
-                           << " B of data in a " << *o.ram_bytes << " B budget: " << t.ToString()
+                           << " B of data in a " << *o.ram << " B budget: " << t.ToString()
                            << "; RAM holds " << st.ram_items << " items, " << st.ram_bytes_used
                            << " B; policy hits " << st.policy_hits);
     CHECK(t.wrong == 0);
@@ -498,8 +498,8 @@ TEST_CASE(
   const ValueShape shape{1024, 15 * kKiB};  // about 1.6 MB in all
   StoreOptions o = BaseOptions(scratch);
   o.plan = ShufflePlan(n, 3, 5);
-  o.ram_bytes = 1 * kMiB;  // less than the data: the rest must come from disk
-  o.disk_bytes = 32 * kMiB;
+  o.ram = 1 * kMiB;  // less than the data: the rest must come from disk
+  o.disk = 32 * kMiB;
   std::vector<ItemId> plan;
   REQUIRE(PlanIds(*o.plan, &plan).ok());
   REQUIRE(plan.size() == 3 * n);
@@ -556,7 +556,7 @@ TEST_CASE(
       CHECK(st.total_positions == 3 * n);
       StoreInfo info;
       REQUIRE(store->Inspect(&info).ok());
-      CHECK(info.dataset_size == n);
+      CHECK(info.settings.dataset_size == n);
       CHECK(info.cursor_position == 2 * n);
       CHECK(info.plan == o.plan->Describe());
       REQUIRE(store->Close().ok());
@@ -625,8 +625,8 @@ TEST_CASE("Store: after a reopen, the planner prefetches disk items into RAM ahe
   const ValueShape shape{4 * kKiB, 8 * kKiB};  // about 2.4 MB in all
   StoreOptions o = BaseOptions(scratch);
   o.plan = ShufflePlan(n, 3, 21);
-  o.ram_bytes = 4 * kMiB;  // holds everything
-  o.disk_bytes = 32 * kMiB;
+  o.ram = 4 * kMiB;  // holds everything
+  o.disk = 32 * kMiB;
   std::vector<ItemId> plan;
   REQUIRE(PlanIds(*o.plan, &plan).ok());
   {
@@ -676,7 +676,7 @@ TEST_CASE("Store: a full disk does not stop the store (Puts succeed and RAM serv
   StoreOptions o = BaseOptions(scratch);
   o.plan = ShufflePlan(n, 2, 3);
   o.ram_items = n;  // everything fits
-  o.disk_bytes = 32 * kMiB;
+  o.disk = 32 * kMiB;
   o.env = &env;
   o.info_log = log.Sink();
   std::vector<ItemId> plan;
@@ -718,8 +718,8 @@ TEST_CASE("Store: a /dev/shm too small for the RAM tier is NoSpace naming the si
   ScratchStore scratch;
   StoreOptions o = BaseOptions(scratch);
   o.dataset_size = 1000;
-  o.ram_bytes = 32 * kMiB;
-  o.staging_bytes = 8 * kMiB;
+  o.ram = 32 * kMiB;
+  o.staging = 8 * kMiB;
   const uint64_t free_bytes = 1 * kMiB;
   o.shm_free_space_for_testing = [free_bytes](const std::string&, uint64_t* free) {
     *free = free_bytes;
@@ -759,8 +759,8 @@ TEST_CASE("Store: a damaged disk record is a miss (never wrong bytes) and Verify
   const ValueShape shape{2 * kKiB, 6 * kKiB};
   StoreOptions o = BaseOptions(scratch);
   o.dataset_size = n;
-  o.ram_bytes = 4 * kMiB;
-  o.disk_bytes = 16 * kMiB;
+  o.ram = 4 * kMiB;
+  o.disk = 16 * kMiB;
   o.compression = StoreOptions::Compression::kNone;
   {
     auto store = OpenStore(o, scratch.path());

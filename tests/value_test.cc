@@ -72,26 +72,34 @@ TEST_CASE("dtype names and numpy codes parse", "[value]") {
 }
 
 TEST_CASE("manifest options, plan and cursor round-trip", "[manifest]") {
-  ManifestOptions o;
+  StoreSettings o;
   o.dataset_size = 123456;
-  o.ram_bytes = uint64_t{3} << 30;
-  o.disk_bytes = uint64_t{200} << 30;
+  o.ram = uint64_t{3} << 30;
+  o.disk = uint64_t{200} << 30;
   o.policy = PolicyKind::kLru;
   o.prefetch_depth = 777;
-  o.staging_bytes = 64 << 20;
+  o.staging = 64 << 20;
   o.compression = StoreOptions::Compression::kNone;
   o.sync = StoreOptions::SyncMode::kEveryPut;
-  ManifestOptions back;
+  StoreSettings back;
   REQUIRE(DecodeManifestOptions(EncodeManifestOptions(o), &back).ok());
   CHECK(back.dataset_size == o.dataset_size);
-  CHECK(back.ram_bytes == o.ram_bytes);
+  CHECK(back.ram == o.ram);
   CHECK(back.ram_items == 0);
-  CHECK(back.disk_bytes == o.disk_bytes);
+  CHECK(back.disk == o.disk);
   CHECK(back.policy == PolicyKind::kLru);
   CHECK(back.prefetch_depth == 777);
-  CHECK(back.staging_bytes == o.staging_bytes);
+  CHECK(back.staging == o.staging);
   CHECK(back.compression == StoreOptions::Compression::kNone);
   CHECK(back.sync == StoreOptions::SyncMode::kEveryPut);
+
+  // Every setting of the table is a line named as the setting.
+  const std::string text = EncodeManifestOptions(o);
+  for (const SettingField& field : SettingFields()) {
+    INFO(field.name);
+    CHECK(text.find("\n" + std::string(field.name) + "=") != std::string::npos);
+  }
+  CHECK(text.find("\nram=3221225472\n") != std::string::npos);
 
   PlanSpec p;
   p.kind = SamplerKind::kDistributed;
@@ -128,11 +136,56 @@ TEST_CASE("manifest options, plan and cursor round-trip", "[manifest]") {
   CHECK(cb.epoch_length == 0);
 }
 
+TEST_CASE("a manifest written before the settings table still opens", "[manifest]") {
+  // The names of the first manifests: ram_bytes, disk_bytes, staging_bytes.
+  const std::string old_text =
+      "dataset_size=10\nram_bytes=1048576\nram_items=0\ndisk_bytes=67108864\npolicy=opt\n"
+      "prefetch_depth=512\nstaging_bytes=67108864\ncompression=auto\nsync=flush\n";
+  StoreSettings s;
+  REQUIRE(DecodeManifestOptions(old_text, &s).ok());
+  CHECK(s.dataset_size == 10);
+  CHECK(s.ram == 1048576);
+  CHECK(s.disk == 67108864);
+  CHECK(s.staging == 67108864);
+  CHECK(s.sync == SyncMode::kOnFlush);
+
+  // A setting missing or malformed is Corruption naming it.
+  Status missing = DecodeManifestOptions("dataset_size=10\nram=1\n", &s);
+  CHECK(missing.IsCorruption());
+  CHECK(missing.message().find("ram_items") != std::string::npos);
+  Status bad = DecodeManifestOptions(
+      "dataset_size=10\nram=1\nram_items=0\ndisk=1\npolicy=best\nprefetch_depth=1\n"
+      "staging=1\ncompression=auto\nsync=flush\n",
+      &s);
+  CHECK(bad.IsCorruption());
+  CHECK(bad.message().find("best") != std::string::npos);
+}
+
+TEST_CASE("SetOption reads each setting by its kind", "[manifest]") {
+  StoreOptions o;
+  REQUIRE(SetOption("ram", "512MiB", &o).ok());
+  CHECK(*o.ram == uint64_t{512} << 20);
+  REQUIRE(SetOption("prefetch_depth", "64", &o).ok());
+  CHECK(*o.prefetch_depth == 64);
+  REQUIRE(SetOption("policy", "lru", &o).ok());
+  CHECK(*o.policy == PolicyKind::kLru);
+  // A count takes no unit; a size does; unknown names and values are named.
+  Status s = SetOption("prefetch_depth", "64KiB", &o);
+  CHECK(s.IsInvalidArgument());
+  CHECK(s.message().find("prefetch_depth") != std::string::npos);
+  CHECK(*o.prefetch_depth == 64);
+  CHECK(SetOption("ram", "12XB", &o).IsInvalidArgument());
+  CHECK(SetOption("sync", "sometimes", &o).IsInvalidArgument());
+  Status unknown = SetOption("ram_bytes", "1", &o);
+  CHECK(unknown.IsInvalidArgument());
+  CHECK(unknown.message().find("ram_bytes") != std::string::npos);
+}
+
 TEST_CASE("manifest decoding reports malformed values", "[manifest]") {
-  ManifestOptions o;
+  StoreSettings o;
   CHECK(DecodeManifestOptions("dataset_size=12\n", &o).IsCorruption());  // keys missing
   CHECK(DecodeManifestOptions("no equals sign\n", &o).IsCorruption());
-  std::string text = EncodeManifestOptions(ManifestOptions());
+  std::string text = EncodeManifestOptions(StoreSettings());
   std::string bad = text;
   bad.replace(bad.find("dataset_size=0"), 14, "dataset_size=-5");
   CHECK(DecodeManifestOptions(bad, &o).IsCorruption());

@@ -57,26 +57,8 @@ void RoundDoubles(nlohmann::ordered_json* json) {
 
 }  // namespace
 
-Status ParseUint(std::string_view text, uint64_t* value) {
-  if (text.empty()) return Status::InvalidArgument("empty value, expected a non-negative integer");
-  uint64_t v = 0;
-  for (char c : text) {
-    if (!IsDigit(c)) {
-      return Status::InvalidArgument(Quote(text) + " is not a non-negative integer");
-    }
-    uint64_t digit = static_cast<uint64_t>(c - '0');
-    if (v > (UINT64_MAX - digit) / 10) {
-      return Status::InvalidArgument(Quote(text) + " is too large (the maximum is " +
-                                     std::to_string(UINT64_MAX) + ")");
-    }
-    v = v * 10 + digit;
-  }
-  *value = v;
-  return Status::OK();
-}
-
 Status ParseUintList(std::string_view text, std::vector<uint64_t>* values) {
-  return ParseList<uint64_t>(text, ParseUint, values);
+  return ParseList<uint64_t>(text, ParseCount, values);
 }
 
 Status ParseDouble(std::string_view text, double* value) {
@@ -178,7 +160,7 @@ Status BuildPlanSpec(const PlanOptions& o, PlanSpec* spec) {
   uint64_t value = 0;
   if (!o.dataset_size.empty()) {
     OPT4STORE_RETURN_IF_ERROR(
-        ParseUint(o.dataset_size, &spec->dataset_size).WithContext("--dataset-size"));
+        ParseCount(o.dataset_size, &spec->dataset_size).WithContext("--dataset-size"));
     if (spec->dataset_size == 0) {
       return Status::InvalidArgument("--dataset-size: must be at least 1");
     }
@@ -209,7 +191,7 @@ Status BuildPlanSpec(const PlanOptions& o, PlanSpec* spec) {
     spec->path = o.file;
     if (!o.epoch_length.empty()) {
       OPT4STORE_RETURN_IF_ERROR(
-          ParseUint(o.epoch_length, &spec->epoch_length).WithContext("--epoch-length"));
+          ParseCount(o.epoch_length, &spec->epoch_length).WithContext("--epoch-length"));
       if (spec->epoch_length == 0) {
         return Status::InvalidArgument("--epoch-length: must be at least 1");
       }
@@ -233,18 +215,18 @@ Status BuildPlanSpec(const PlanOptions& o, PlanSpec* spec) {
                                    "plan's epoch length follows from its sampler");
   }
   if (!o.epochs.empty()) {
-    OPT4STORE_RETURN_IF_ERROR(ParseUint(o.epochs, &spec->epochs).WithContext("--epochs"));
+    OPT4STORE_RETURN_IF_ERROR(ParseCount(o.epochs, &spec->epochs).WithContext("--epochs"));
     if (spec->epochs == 0) return Status::InvalidArgument("--epochs: must be at least 1");
   }
   if (!o.seed.empty()) {
-    OPT4STORE_RETURN_IF_ERROR(ParseUint(o.seed, &spec->seed).WithContext("--seed"));
+    OPT4STORE_RETURN_IF_ERROR(ParseCount(o.seed, &spec->seed).WithContext("--seed"));
   }
   if (!o.num_samples.empty()) {
     if (spec->kind != SamplerKind::kReplacement) {
       return Status::InvalidArgument("--num-samples applies to --sampler replacement only");
     }
     OPT4STORE_RETURN_IF_ERROR(
-        ParseUint(o.num_samples, &spec->num_samples).WithContext("--num-samples"));
+        ParseCount(o.num_samples, &spec->num_samples).WithContext("--num-samples"));
     if (spec->num_samples == 0) {
       return Status::InvalidArgument("--num-samples: must be at least 1");
     }
@@ -255,7 +237,7 @@ Status BuildPlanSpec(const PlanOptions& o, PlanSpec* spec) {
                                    "distributed only");
   }
   if (!o.world_size.empty()) {
-    OPT4STORE_RETURN_IF_ERROR(ParseUint(o.world_size, &value).WithContext("--world"));
+    OPT4STORE_RETURN_IF_ERROR(ParseCount(o.world_size, &value).WithContext("--world"));
     if (value == 0 || value > UINT32_MAX) {
       return Status::InvalidArgument("--world: must be in [1, " + std::to_string(UINT32_MAX) +
                                      "]");
@@ -263,7 +245,7 @@ Status BuildPlanSpec(const PlanOptions& o, PlanSpec* spec) {
     spec->world_size = static_cast<uint32_t>(value);
   }
   if (!o.rank.empty()) {
-    OPT4STORE_RETURN_IF_ERROR(ParseUint(o.rank, &value).WithContext("--rank"));
+    OPT4STORE_RETURN_IF_ERROR(ParseCount(o.rank, &value).WithContext("--rank"));
     if (value >= spec->world_size) {
       return Status::InvalidArgument("--rank " + o.rank + " must be less than --world " +
                                      std::to_string(spec->world_size));

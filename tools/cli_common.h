@@ -36,8 +36,6 @@ struct Command {
 
 // ---- Numbers and sizes ----------------------------------------------------
 
-// A non-negative decimal integer: digits only, no sign, no spaces.
-Status ParseUint(std::string_view text, uint64_t* value);
 // Comma-separated non-negative integers, e.g. "100,200,400".
 Status ParseUintList(std::string_view text, std::vector<uint64_t>* values);
 // A finite decimal number, e.g. "0.25".

@@ -3,10 +3,13 @@
 // training job, `import` and the other admin commands find it.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include <CLI/CLI.hpp>
@@ -26,14 +29,15 @@ namespace {
 struct CreateCommandOptions {
   std::string path;
   PlanOptions plan;
-  std::string ram;
-  std::string ram_items;
-  std::string disk;
-  std::string policy;
-  std::string compression;
-  std::string sync;
-  std::string prefetch_depth;
+  // Each setting given on the command line, by its name (ram, disk, ...).
+  std::map<std::string, std::string> settings;
 };
+
+std::string FlagOf(const char* setting) {
+  std::string flag = std::string("--") + setting;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
 
 // The options that only mean something with a plan.
 Status CheckNoPlanOnlyOptions(const PlanOptions& p) {
@@ -77,7 +81,7 @@ Status BuildStoreOptions(const CreateCommandOptions& o, StoreOptions* so) {
           "--plan FILE or --sampler KIND --dataset-size N");
     }
     uint64_t n = 0;
-    OPT4STORE_RETURN_IF_ERROR(ParseUint(o.plan.dataset_size, &n).WithContext("--dataset-size"));
+    OPT4STORE_RETURN_IF_ERROR(ParseCount(o.plan.dataset_size, &n).WithContext("--dataset-size"));
     if (n == 0) return Status::InvalidArgument("--dataset-size: must be at least 1");
     if (n > kMaxDatasetSize) {
       return Status::InvalidArgument("--dataset-size: " + o.plan.dataset_size +
@@ -87,50 +91,21 @@ Status BuildStoreOptions(const CreateCommandOptions& o, StoreOptions* so) {
     so->dataset_size = n;
   }
 
-  if (!o.ram.empty() && !o.ram_items.empty()) {
+  for (const auto& [name, text] : o.settings) {
+    OPT4STORE_RETURN_IF_ERROR(SetOption(name, text, so).WithContext(FlagOf(name.c_str())));
+  }
+  if (so->ram && so->ram_items) {
     return Status::InvalidArgument("give --ram SIZE or --ram-items N, not both");
-  }
-  uint64_t value = 0;
-  if (!o.ram.empty()) {
-    OPT4STORE_RETURN_IF_ERROR(ParseSize(o.ram, &value).WithContext("--ram"));
-    so->ram_bytes = value;
-  }
-  if (!o.ram_items.empty()) {
-    OPT4STORE_RETURN_IF_ERROR(ParseUint(o.ram_items, &value).WithContext("--ram-items"));
-    so->ram_items = value;
   }
   // Without a disk tier nothing is written under STORE: there would be no
   // store to create.
-  if (o.disk.empty()) {
+  if (!so->disk) {
     return Status::InvalidArgument("give --disk SIZE: the disk tier's budget (e.g. 64GiB)");
   }
-  OPT4STORE_RETURN_IF_ERROR(ParseSize(o.disk, &value).WithContext("--disk"));
-  if (value == 0) {
+  if (*so->disk == 0) {
     return Status::InvalidArgument(
         "--disk: must be more than 0 bytes (a store without a disk "
         "tier keeps nothing on disk)");
-  }
-  so->disk_bytes = value;
-
-  if (!o.policy.empty()) {
-    PolicyKind kind;
-    OPT4STORE_RETURN_IF_ERROR(ParsePolicyKind(o.policy, &kind).WithContext("--policy"));
-    so->policy = kind;
-  }
-  if (!o.compression.empty()) {
-    StoreOptions::Compression compression;
-    OPT4STORE_RETURN_IF_ERROR(
-        ParseCompression(o.compression, &compression).WithContext("--compression"));
-    so->compression = compression;
-  }
-  if (!o.sync.empty()) {
-    StoreOptions::SyncMode sync;
-    OPT4STORE_RETURN_IF_ERROR(ParseSyncMode(o.sync, &sync).WithContext("--sync"));
-    so->sync = sync;
-  }
-  if (!o.prefetch_depth.empty()) {
-    OPT4STORE_RETURN_IF_ERROR(ParseUint(o.prefetch_depth, &value).WithContext("--prefetch-depth"));
-    so->prefetch_depth = value;
   }
   so->create_if_missing = true;
   so->error_if_exists = true;
@@ -203,11 +178,13 @@ Status RunCreate(const CreateCommandOptions& o) {
   OPT4STORE_RETURN_IF_ERROR(inspected);
 
   std::string line =
-      "created store " + o.path + ": " + std::to_string(info.dataset_size) + " items, RAM " +
-      (info.ram_bytes ? FormatSize(info.ram_bytes) : std::to_string(info.ram_items) + " items") +
-      ", disk " + FormatSize(info.disk_bytes) + ", policy " + info.policy + ", plan " +
-      (info.plan.empty() ? "none" : info.plan) + ", compression " + info.compression + ", sync " +
-      info.sync + "\n";
+      "created store " + o.path + ": " + std::to_string(info.settings.dataset_size) + " items, RAM " +
+      (info.settings.ram ? FormatSize(info.settings.ram)
+                         : std::to_string(info.settings.ram_items) + " items") +
+      ", disk " + FormatSize(info.settings.disk) + ", policy " + PolicyName(info.settings.policy) +
+      ", plan " + (info.plan.empty() ? "none" : info.plan) + ", compression " +
+      CompressionName(info.settings.compression) + ", sync " + SyncModeName(info.settings.sync) +
+      "\n";
   return WriteStdout(line);
 }
 
@@ -223,30 +200,24 @@ Command AddCreateCommand(CLI::App* parent) {
       "--ram 8GiB --disk 200GiB");
   AddStoreArgument(app, &options->path);
   AddPlanOptions(app, "--plan", &options->plan);
-  const char* kBudgets = "Budgets";
-  app->add_option("--ram", options->ram,
-                  "RAM tier capacity in bytes of item data (512MiB, 8GiB, ...; default 1GiB)")
-      ->type_name("SIZE")
-      ->group(kBudgets);
-  app->add_option("--ram-items", options->ram_items, "RAM tier capacity in items instead of bytes")
-      ->type_name("N")
-      ->group(kBudgets);
-  app->add_option("--disk", options->disk, "Disk tier budget (required; e.g. 200GiB)")
-      ->type_name("SIZE")
-      ->group(kBudgets);
-  app->add_option("--policy", options->policy,
-                  "RAM eviction policy: opt, opt-size, lru, lfu, fifo, random, static, none "
-                  "(default opt)")
-      ->type_name("NAME");
-  app->add_option("--compression", options->compression,
-                  "auto (LZ4 where it saves >= 10%) or none (default auto)")
-      ->type_name("MODE");
-  app->add_option("--sync", options->sync,
-                  "When disk writes become durable: none, flush or every (default flush)")
-      ->type_name("MODE");
-  app->add_option("--prefetch-depth", options->prefetch_depth,
-                  "Positions the planner runs ahead of the readers (default 512)")
-      ->type_name("N");
+  for (const SettingField& field : SettingFields()) {
+    const char* type_name = field.kind == SettingKind::kBytes   ? "SIZE"
+                            : field.kind == SettingKind::kCount ? "N"
+                                                                : "NAME";
+    // What create writes is the disk tier, so it needs a budget.
+    const std::string help =
+        std::string(field.help) + (std::string_view(field.name) == "disk"
+                                       ? " (required here, e.g. 200GiB)"
+                                       : std::string(" (default ") + field.default_text + ")");
+    app->add_option_function<std::string>(
+           FlagOf(field.name),
+           [options, name = std::string(field.name)](const std::string& text) {
+             options->settings[name] = text;
+           },
+           help)
+        ->type_name(type_name)
+        ->group("Settings (saved with the store; a later open may change them)");
+  }
   return Command{app, [options] { return RunCreate(*options); }};
 }
 

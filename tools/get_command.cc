@@ -101,7 +101,7 @@ Status RunGet(const GetCommandOptions& o) {
     return Status::InvalidArgument("-o - and --meta would both write to stdout; give -o FILE");
   }
   uint64_t id = 0;
-  OPT4STORE_RETURN_IF_ERROR(ParseUint(o.id, &id).WithContext("ID"));
+  OPT4STORE_RETURN_IF_ERROR(ParseCount(o.id, &id).WithContext("ID"));
 
   std::unique_ptr<Store> store;
   OPT4STORE_RETURN_IF_ERROR(OpenExistingStore(o.path, &store));

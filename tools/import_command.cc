@@ -235,7 +235,7 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
 Status RunImport(const ImportCommandOptions& o) {
   uint64_t first_id = 0;
   if (!o.first_id.empty()) {
-    OPT4STORE_RETURN_IF_ERROR(ParseUint(o.first_id, &first_id).WithContext("--first-id"));
+    OPT4STORE_RETURN_IF_ERROR(ParseCount(o.first_id, &first_id).WithContext("--first-id"));
   }
 
   // Look at the input before opening the store: cheap errors first.

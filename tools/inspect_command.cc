@@ -1,6 +1,7 @@
 // opt4store inspect: what a store holds and how it is set up: its manifest
 // (options, plan), where a restart resumes (cursor), each tier's count and
 // bytes, and the disk tier's segment files.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,32 +25,29 @@ struct InspectCommandOptions {
   bool json = false;
 };
 
-std::string RamCapacityText(const StoreInfo& info) {
-  return info.ram_bytes ? FormatSize(info.ram_bytes) : Plural(info.ram_items, "item");
+std::string RamCapacityText(const StoreSettings& settings) {
+  return settings.ram ? FormatSize(settings.ram) : Plural(settings.ram_items, "item");
 }
 
+// The store's settings by their names (store_options.h): sizes and counts
+// as numbers, names as strings. Then the tiers' figures by their stats
+// names (store_stats.h), so that each fact has one name in every view.
 std::string InspectJson(const StoreInfo& info, const StoreStats& stats) {
   nlohmann::ordered_json json;
   json["path"] = info.path;
-  json["dataset_size"] = info.dataset_size;
-  json["policy"] = info.policy;
+  json["dataset_size"] = info.settings.dataset_size;
   json["plan"] = info.plan;
-  json["ram_bytes"] = info.ram_bytes;
-  json["ram_items"] = info.ram_items;
-  json["disk_bytes"] = info.disk_bytes;
-  json["prefetch_depth"] = info.prefetch_depth;
-  json["staging_bytes"] = info.staging_bytes;
-  json["compression"] = info.compression;
-  json["sync"] = info.sync;
+  VisitSettings(info.settings, [&json](const SettingField& field, const std::string& text) {
+    if (field.kind == SettingKind::kName) {
+      json[field.name] = text;
+    } else {
+      json[field.name] = std::stoull(text);
+    }
+  });
   json["cursor"] = {{"epoch", info.cursor_epoch},
                     {"position", info.cursor_position},
                     {"plan", info.cursor_plan}};
-  json["tiers"]["ram"] = {{"items", stats.ram_items}, {"bytes", stats.ram_bytes_used}};
-  json["tiers"]["disk"] = {{"items", stats.disk_items},
-                           {"live_bytes", stats.disk_live_bytes},
-                           {"file_bytes", stats.disk_file_bytes},
-                           {"budget", stats.disk_budget},
-                           {"space_amplification", stats.disk_space_amplification}};
+  json["tiers"] = StatsJson(stats, {"ram", "disk"});
   json["segments"] = nlohmann::ordered_json::array();
   for (const StoreInfo::Segment& seg : info.segments) {
     json["segments"].push_back(
@@ -60,17 +58,22 @@ std::string InspectJson(const StoreInfo& info, const StoreStats& stats) {
 
 std::string InspectText(const StoreInfo& info, const StoreStats& stats) {
   auto u = [](uint64_t v) { return std::to_string(v); };
+  auto line = [](std::string name, const std::string& value) {
+    name += ':';
+    name.resize(std::max<size_t>(name.size() + 1, 16), ' ');
+    return name + value + "\n";
+  };
   std::string out;
-  out += "store:          " + info.path + "\n";
-  out += "dataset size:   " + Plural(info.dataset_size, "item") + "\n";
-  out += "policy:         " + info.policy + "\n";
-  out += "plan:           " + (info.plan.empty() ? std::string("none") : info.plan) + "\n";
-  out += "RAM capacity:   " + RamCapacityText(info) + "\n";
-  out += "disk budget:    " + FormatSize(info.disk_bytes) + "\n";
-  out += "prefetch depth: " + u(info.prefetch_depth) + " positions, staging " +
-         FormatSize(info.staging_bytes) + "\n";
-  out += "compression:    " + info.compression + "\n";
-  out += "sync:           " + info.sync + "\n";
+  out += line("store", info.path);
+  out += line("dataset size", Plural(info.settings.dataset_size, "item"));
+  out += line("plan", info.plan.empty() ? std::string("none") : info.plan);
+  VisitSettings(info.settings, [&](const SettingField& field, const std::string& text) {
+    // ram and ram_items exclude each other: show the one in use.
+    const std::string_view name = field.name;
+    const bool in_items = info.settings.ram_items != 0;
+    if ((name == "ram" && in_items) || (name == "ram_items" && !in_items)) return;
+    out += line(field.name, field.kind == SettingKind::kBytes ? FormatSize(std::stoull(text)) : text);
+  });
   out += "cursor:         epoch " + u(info.cursor_epoch) + ", position " + u(info.cursor_position);
   if (!info.cursor_plan.empty() && info.cursor_plan != info.plan) {
     out += " (of plan " + info.cursor_plan + ")";
@@ -79,7 +82,8 @@ std::string InspectText(const StoreInfo& info, const StoreStats& stats) {
 
   TextTable tiers({"tier", "items", "bytes", "file bytes", "budget"});
   tiers.AddRow(
-      {"RAM", u(stats.ram_items), FormatSize(stats.ram_bytes_used), "-", RamCapacityText(info)});
+      {"RAM", u(stats.ram_items), FormatSize(stats.ram_bytes_used), "-",
+       RamCapacityText(info.settings)});
   tiers.AddRow({"disk", u(stats.disk_items), FormatSize(stats.disk_live_bytes),
                 FormatSize(stats.disk_file_bytes), FormatSize(stats.disk_budget)});
   out += tiers.Render();

@@ -88,10 +88,10 @@ Status BuildRequest(const SimulateCommandOptions& o, SimulateRequest* r) {
   SimulationOptions& sim = r->options;
   OPT4STORE_RETURN_IF_ERROR(ParsePolicyList(o.policy, &sim.policies).WithContext("--policy"));
   if (!o.window.empty()) {
-    OPT4STORE_RETURN_IF_ERROR(ParseUint(o.window, &sim.window).WithContext("--window"));
+    OPT4STORE_RETURN_IF_ERROR(ParseCount(o.window, &sim.window).WithContext("--window"));
   }
   if (!o.policy_seed.empty()) {
-    OPT4STORE_RETURN_IF_ERROR(ParseUint(o.policy_seed, &sim.seed).WithContext("--policy-seed"));
+    OPT4STORE_RETURN_IF_ERROR(ParseCount(o.policy_seed, &sim.seed).WithContext("--policy-seed"));
   }
 
   // A sizes file lists every id of the dataset, so it defines the dataset

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -71,9 +72,13 @@ std::string FormatDuration(double seconds) {
 
 // Both views are made from the one stats table (opt4store/store_stats.h), so
 // the JSON keys and the table's rows are the fields' names.
-nlohmann::ordered_json StatsJson(const StoreStats& s) {
+nlohmann::ordered_json StatsJson(const StoreStats& s, std::initializer_list<std::string_view> groups) {
   nlohmann::ordered_json json = nlohmann::ordered_json::object();
-  VisitStats(s, [&json](const StatField& field, auto value) { json[field.name] = value; });
+  VisitStats(s, [&](const StatField& field, auto value) {
+    if (groups.size() == 0 || std::find(groups.begin(), groups.end(), field.group) != groups.end()) {
+      json[field.name] = value;
+    }
+  });
   return json;
 }
 

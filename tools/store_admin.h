@@ -10,8 +10,10 @@
 #define OPT4STORE_TOOLS_STORE_ADMIN_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -44,8 +46,10 @@ Status CloseStore(const std::string& path, std::unique_ptr<Store>* store);
 // "3.2 s", "1:05", "2:03:10": a duration for people.
 std::string FormatDuration(double seconds);
 
-// Every StoreStats field as one JSON object, keys as the field names.
-nlohmann::ordered_json StatsJson(const StoreStats& stats);
+// Every StoreStats field (or those of the given groups: "ram", "disk", ...)
+// as one JSON object, keys as the field names.
+nlohmann::ordered_json StatsJson(const StoreStats& stats,
+                                 std::initializer_list<std::string_view> groups = {});
 // The same as two-column text ("counter", "value") grouped by tier.
 std::string StatsTable(const StoreStats& stats);
 

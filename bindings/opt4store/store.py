@@ -11,7 +11,21 @@ from ._sizes import parse_size
 
 NO_POSITION = _core.NO_POSITION
 
-_POLICIES = ("opt", "opt-size", "lru", "lfu", "fifo", "random", "static", "none")
+# The settings a store saves, from the one table (store_options.h):
+# (name, kind, default, help); kind is "size", "count" or "name".
+SETTINGS = tuple(_core.setting_fields())
+
+
+def _setting_value(name, kind, value):
+    """A keyword's value as the store reads it: sizes through parse_size,
+    counts as non-negative ints; names pass as given."""
+    if value is None or kind == "name":
+        return value
+    if kind == "size":
+        return parse_size(value, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"{name}: expected a non-negative int, got {value!r}")
+    return value
 
 
 class Store:
@@ -20,7 +34,11 @@ class Store:
     ``Store(path, ram="2GiB", disk="20GiB", policy="opt")``. ``ram_items=N``
     instead of ``ram=`` gives a capacity in items; ``disk=0`` disables the
     disk tier (nothing is written under ``path``). Opening an existing store
-    reuses what it holds; its dataset size is fixed at creation.
+    reuses what it holds; its dataset size is fixed at creation. The
+    settings (``ram``, ``ram_items``, ``disk``, ``policy``,
+    ``prefetch_depth``, ``staging``, ``compression``, ``sync``: the README's
+    "Options", ``SETTINGS`` here) are saved with the store; one not given
+    keeps the saved value, or takes its default in a new store.
 
     The C++ store opens when the dataset size is known: at once for an
     existing store, else when a CachedDataset binds the store to a dataset.
@@ -41,27 +59,21 @@ class Store:
     See ``opt4store.distributed``.
     """
 
-    def __init__(self, path, ram=None, disk=None, policy="opt", *, ram_items=None,
+    def __init__(self, path, ram=None, disk=None, policy=None, *, ram_items=None,
                  prefetch_depth=None, staging=None, compression=None, sync=None,
                  fetch_timeout_ms=None, shared=None, local_rank=None, local_world_size=None,
-                 shared_name=None, shared_timeout=300.0, **testing):
+                 shared_name=None, shared_timeout=300.0, shm_free_bytes_for_testing=None):
         if ram is not None and ram_items is not None:
             raise InvalidArgumentError("give ram= (bytes) or ram_items= (items), not both")
-        if policy not in _POLICIES:
-            raise InvalidArgumentError(f"unknown policy {policy!r}; expected one of {_POLICIES}")
         self.path = os.fspath(path) if path is not None else ""
-        self._options = {
-            "ram_bytes": parse_size(ram, "ram"),
-            "ram_items": ram_items,
-            "disk_bytes": parse_size(disk, "disk"),
-            "policy": policy,
-            "prefetch_depth": prefetch_depth,
-            "staging_bytes": parse_size(staging, "staging"),
-            "compression": compression,
-            "sync": sync,
-            "fetch_timeout_ms": fetch_timeout_ms,
-        }
-        self._options.update(testing)
+        settings = {"ram": ram, "ram_items": ram_items, "disk": disk, "policy": policy,
+                    "prefetch_depth": prefetch_depth, "staging": staging,
+                    "compression": compression, "sync": sync}
+        self._options = {name: _setting_value(name, kind, settings[name])
+                         for name, kind, _, _ in SETTINGS}
+        self._options["fetch_timeout_ms"] = fetch_timeout_ms
+        self._options["shm_free_bytes_for_testing"] = shm_free_bytes_for_testing
+        _core.check_options(self._options)  # a bad value fails here, not at binding
         self._core = None
         self._handle = None
         if shared not in (None, False, "local"):
@@ -71,7 +83,7 @@ class Store:
         # A shared store opens at binding, in local rank 0 only.
         if self._sharing is None and self.path and \
                 os.path.exists(os.path.join(self.path, "index", "CURRENT")) and \
-                self._options["disk_bytes"] != 0:
+                self._options["disk"] != 0:
             self._open(None)
 
     # ---- opening

@@ -45,6 +45,24 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+Status ParseCount(std::string_view text, uint64_t* value) {
+  if (text.empty()) return Status::InvalidArgument("empty value, expected a non-negative integer");
+  uint64_t v = 0;
+  for (char c : text) {
+    if (!IsDigit(c)) {
+      return Status::InvalidArgument("'" + std::string(text) + "' is not a non-negative integer");
+    }
+    const uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - digit) / 10) {
+      return Status::InvalidArgument("'" + std::string(text) + "' is too large (the maximum is " +
+                                     std::to_string(UINT64_MAX) + ")");
+    }
+    v = v * 10 + digit;
+  }
+  *value = v;
+  return Status::OK();
+}
+
 Status ParseSize(std::string_view text, uint64_t* bytes) {
   const std::string quoted = "'" + std::string(text) + "'";
   const Status not_a_size = Status::InvalidArgument(

@@ -1,7 +1,6 @@
 #include "engine/store/manifest.h"
 
-#include <cerrno>
-#include <cstdlib>
+#include "opt4store/sizes.h"
 
 namespace opt4store {
 namespace {
@@ -20,15 +19,10 @@ Status GetUint(const std::map<std::string, std::string>& kv, const char* key, ui
     if (required) return Status::Corruption(std::string("manifest: missing '") + key + "'");
     return Status::OK();
   }
-  const std::string& text = it->second;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || errno != 0 || *end != '\0' || text[0] == '-') {
-    return Status::Corruption(std::string("manifest: '") + key + "' is not a number: '" + text +
-                              "'");
+  if (!ParseCount(it->second, value).ok()) {
+    return Status::Corruption(std::string("manifest: '") + key + "' is not a number: '" +
+                              it->second + "'");
   }
-  *value = v;
   return Status::OK();
 }
 
@@ -52,35 +46,38 @@ Status ParseKeyValueLines(std::string_view text, std::map<std::string, std::stri
   return Status::OK();
 }
 
-std::string EncodeManifestOptions(const ManifestOptions& o) {
+std::string EncodeManifestOptions(const StoreSettings& settings) {
   std::string out;
-  AddLine(&out, "dataset_size", std::to_string(o.dataset_size));
-  AddLine(&out, "ram_bytes", std::to_string(o.ram_bytes));
-  AddLine(&out, "ram_items", std::to_string(o.ram_items));
-  AddLine(&out, "disk_bytes", std::to_string(o.disk_bytes));
-  AddLine(&out, "policy", PolicyName(o.policy));
-  AddLine(&out, "prefetch_depth", std::to_string(o.prefetch_depth));
-  AddLine(&out, "staging_bytes", std::to_string(o.staging_bytes));
-  AddLine(&out, "compression", CompressionName(o.compression));
-  AddLine(&out, "sync", SyncModeName(o.sync));
+  AddLine(&out, "dataset_size", std::to_string(settings.dataset_size));
+  VisitSettings(settings, [&out](const SettingField& field, const std::string& text) {
+    AddLine(&out, field.name, text);
+  });
   return out;
 }
 
-Status DecodeManifestOptions(std::string_view text, ManifestOptions* o) {
+Status DecodeManifestOptions(std::string_view text, StoreSettings* settings) {
   std::map<std::string, std::string> kv;
   OPT4STORE_RETURN_IF_ERROR(ParseKeyValueLines(text, &kv));
-  OPT4STORE_RETURN_IF_ERROR(GetUint(kv, "dataset_size", &o->dataset_size));
-  OPT4STORE_RETURN_IF_ERROR(GetUint(kv, "ram_bytes", &o->ram_bytes));
-  OPT4STORE_RETURN_IF_ERROR(GetUint(kv, "ram_items", &o->ram_items));
-  OPT4STORE_RETURN_IF_ERROR(GetUint(kv, "disk_bytes", &o->disk_bytes));
-  OPT4STORE_RETURN_IF_ERROR(GetUint(kv, "prefetch_depth", &o->prefetch_depth));
-  OPT4STORE_RETURN_IF_ERROR(GetUint(kv, "staging_bytes", &o->staging_bytes));
-  Status s = ParsePolicyKind(kv["policy"], &o->policy);
-  if (!s.ok()) return Status::Corruption("manifest: " + s.message());
-  s = ParseCompression(kv["compression"], &o->compression);
-  if (!s.ok()) return Status::Corruption("manifest: " + s.message());
-  s = ParseSyncMode(kv["sync"], &o->sync);
-  if (!s.ok()) return Status::Corruption("manifest: " + s.message());
+  // The names of the settings before the table named them.
+  const std::pair<const char*, const char*> renamed[] = {
+      {"ram_bytes", "ram"}, {"disk_bytes", "disk"}, {"staging_bytes", "staging"}};
+  for (const auto& [old_name, name] : renamed) {
+    auto it = kv.find(old_name);
+    if (it != kv.end() && kv.count(name) == 0) kv[name] = it->second;
+  }
+  StoreSettings s;
+  OPT4STORE_RETURN_IF_ERROR(GetUint(kv, "dataset_size", &s.dataset_size));
+  StoreOptions given;
+  for (const SettingField& field : SettingFields()) {
+    auto it = kv.find(field.name);
+    if (it == kv.end()) {
+      return Status::Corruption(std::string("manifest: missing '") + field.name + "'");
+    }
+    Status set = SetOption(field.name, it->second, &given);
+    if (!set.ok()) return Status::Corruption("manifest: " + set.message());
+  }
+  ApplyOptions(given, &s);
+  *settings = s;
   return Status::OK();
 }
 

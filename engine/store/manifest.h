@@ -3,9 +3,10 @@
 // which lives in the same RocksDB as the index and is synced with it.
 //
 //   "store/format"   "opt4store-store 1"
-//   "store/options"  key=value lines: dataset_size, ram_bytes, ram_items,
-//                    disk_bytes, policy, prefetch_depth, staging_bytes,
-//                    compression, sync
+//   "store/options"  key=value lines: dataset_size, then every setting of
+//                    OPT4STORE_STORE_SETTINGS (store_options.h) by its name;
+//                    stores written before the table say ram_bytes,
+//                    disk_bytes and staging_bytes, which are still read
 //   "store/plan"     key=value lines of a generated or file PlanSpec
 //   "store/cursor"   "plan=<PlanSpec::Describe()>", "position=<n>" and
 //                    "epoch_length=<n>"
@@ -23,7 +24,7 @@
 
 #include "opt4store/plan.h"
 #include "opt4store/status.h"
-#include "opt4store/store.h"
+#include "opt4store/store_options.h"
 
 namespace opt4store {
 
@@ -33,21 +34,8 @@ constexpr char kManifestOptionsKey[] = "store/options";
 constexpr char kManifestPlanKey[] = "store/plan";
 constexpr char kManifestCursorKey[] = "store/cursor";
 
-// The persisted options: every field set.
-struct ManifestOptions {
-  uint64_t dataset_size = 0;
-  uint64_t ram_bytes = 0;  // 0 when the capacity is in items
-  uint64_t ram_items = 0;  // 0 when the capacity is in bytes
-  uint64_t disk_bytes = 0;
-  PolicyKind policy = PolicyKind::kOpt;
-  uint64_t prefetch_depth = 0;
-  uint64_t staging_bytes = 0;
-  StoreOptions::Compression compression = StoreOptions::Compression::kAuto;
-  StoreOptions::SyncMode sync = StoreOptions::SyncMode::kOnFlush;
-};
-
-std::string EncodeManifestOptions(const ManifestOptions& options);
-Status DecodeManifestOptions(std::string_view text, ManifestOptions* options);
+std::string EncodeManifestOptions(const StoreSettings& settings);
+Status DecodeManifestOptions(std::string_view text, StoreSettings* settings);
 
 // Generated and file plans only (an explicit plan is the caller's memory).
 bool PlanIsPersistable(const PlanSpec& spec);

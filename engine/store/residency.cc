@@ -69,7 +69,7 @@ Status Residency::SetPlan(const PlanSpec& spec, uint64_t start) {
 
   PolicyOptions po;
   po.kind = options_.policy;
-  po.capacity = options_.ram_items ? options_.ram_items : options_.ram_bytes;
+  po.capacity = options_.ram_items ? options_.ram_items : options_.ram;
   po.num_ids = options_.num_ids;
   po.window = stream->window();
   po.seed = spec.seed;
@@ -230,7 +230,7 @@ bool Residency::Wanted(uint64_t position, ItemId id, uint64_t bytes) const {
     uint64_t items = 0, stored = 0;
     tiers_->RamUsage(&items, &stored);
     if (options_.ram_items) return items < options_.ram_items;
-    return stored + bytes <= options_.ram_bytes;
+    return stored + bytes <= options_.ram;
   }
   if (!InPlan(position) || position >= planned_) return policy_->Contains(id);
   // Held from this read on iff its next pending read is a hit (see
@@ -247,7 +247,7 @@ void Residency::CollectPrefetch(std::vector<ItemId>* ids) {
   if (!options_.disk || !has_plan()) return;
   const size_t max_batch = 32;
   while (prefetch_cursor_ < planned_ && ids->size() < max_batch) {
-    if (staged_bytes_ >= options_.staging_bytes) break;
+    if (staged_bytes_ >= options_.staging) break;
     Slot& slot = SlotAt(prefetch_cursor_);
     const ItemId id = slot.id;
     ++prefetch_cursor_;

@@ -74,12 +74,12 @@ struct ResidencyOptions {
   uint64_t num_ids = 0;
   // The capacity: in items when ram_items > 0, else in bytes.
   uint64_t ram_items = 0;
-  uint64_t ram_bytes = 0;
+  uint64_t ram = 0;
   PolicyKind policy = PolicyKind::kOpt;
   // How far the planner runs ahead of the frontier, in positions.
   uint64_t prefetch_depth = 512;
   // RAM bytes beyond the capacity for prefetched and promised items.
-  uint64_t staging_bytes = 0;
+  uint64_t staging = 0;
   // Look-ahead of the plan for next uses (next_use.h); 0: the default.
   uint64_t plan_window = 0;
   // Slots of the ring over [frontier, planned): a power of two, at least

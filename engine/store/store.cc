@@ -1,52 +1,11 @@
 // Store: the facade over Store::Impl (store_impl.h maps the rest), the
-// owner's admin calls, and the names of the options' enums.
+// owner's admin calls.
 #include <algorithm>
 #include <string>
 
 #include "engine/store/store_impl.h"
 
 namespace opt4store {
-
-const char* CompressionName(StoreOptions::Compression compression) {
-  return compression == StoreOptions::Compression::kNone ? "none" : "auto";
-}
-
-Status ParseCompression(std::string_view name, StoreOptions::Compression* compression) {
-  if (name == "none") {
-    *compression = StoreOptions::Compression::kNone;
-  } else if (name == "auto" || name == "lz4") {
-    *compression = StoreOptions::Compression::kAuto;
-  } else {
-    return Status::InvalidArgument("unknown compression '" + std::string(name) +
-                                   "' (expected auto or none)");
-  }
-  return Status::OK();
-}
-
-const char* SyncModeName(StoreOptions::SyncMode sync) {
-  switch (sync) {
-    case StoreOptions::SyncMode::kNone:
-      return "none";
-    case StoreOptions::SyncMode::kEveryPut:
-      return "every";
-    default:
-      return "flush";
-  }
-}
-
-Status ParseSyncMode(std::string_view name, StoreOptions::SyncMode* sync) {
-  if (name == "none") {
-    *sync = StoreOptions::SyncMode::kNone;
-  } else if (name == "flush") {
-    *sync = StoreOptions::SyncMode::kOnFlush;
-  } else if (name == "every") {
-    *sync = StoreOptions::SyncMode::kEveryPut;
-  } else {
-    return Status::InvalidArgument("unknown sync mode '" + std::string(name) +
-                                   "' (expected none, flush or every)");
-  }
-  return Status::OK();
-}
 
 void Store::Impl::Warn(int kind, const std::string& message) {
   bool expected = false;
@@ -131,15 +90,7 @@ Status Store::Impl::Inspect(StoreInfo* info) {
   if (!InOwner()) return Status::InvalidArgument("Inspect: only the owner process inspects");
   *info = StoreInfo();
   info->path = path_;
-  info->dataset_size = dataset_size_;
-  info->policy = PolicyName(effective_.policy);
-  info->ram_bytes = effective_.ram_bytes;
-  info->ram_items = effective_.ram_items;
-  info->disk_bytes = effective_.disk_bytes;
-  info->prefetch_depth = effective_.prefetch_depth;
-  info->staging_bytes = effective_.staging_bytes;
-  info->compression = CompressionName(effective_.compression);
-  info->sync = SyncModeName(effective_.sync);
+  info->settings = effective_;
   if (disk_) {
     std::string text;
     PlanSpec plan;

@@ -158,7 +158,7 @@ class Store::Impl : private ResidencyTiers {
   // Fixed after open.
   std::string path_;
   StoreOptions options_;
-  ManifestOptions effective_;
+  StoreSettings effective_;
   bool disk_only_ = false;
   uint64_t dataset_size_ = 0;
   int32_t owner_pid_ = 0;

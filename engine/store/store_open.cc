@@ -78,7 +78,7 @@ Status Store::Impl::OpenDisk(uint64_t budget) {
 
 // Merges the caller's options with the manifest's; checks what is fixed.
 Status Store::Impl::ResolveOptions(const StoreOptions& o, bool exists) {
-  ManifestOptions m = effective_;  // the manifest's when it exists
+  StoreSettings m = effective_;  // the manifest's when it exists
   const std::string where = "store " + path_ + ": ";
   // Dataset size: fixed at creation.
   uint64_t plan_n = 0;
@@ -112,37 +112,24 @@ Status Store::Impl::ResolveOptions(const StoreOptions& o, bool exists) {
     return Status::InvalidArgument(where + "dataset size " + std::to_string(m.dataset_size) +
                                    " is over the limit " + std::to_string(kMaxDatasetSize));
   }
-  // Budgets: may change between runs.
-  if (o.ram_bytes && o.ram_items) {
-    return Status::InvalidArgument(where + "give ram_bytes or ram_items, not both");
+  // Settings: may change between runs.
+  if (o.ram && o.ram_items) {
+    return Status::InvalidArgument(where + "give ram or ram_items, not both");
   }
-  if (o.ram_bytes) {
-    m.ram_bytes = *o.ram_bytes;
-    m.ram_items = 0;
-  } else if (o.ram_items) {
-    m.ram_items = *o.ram_items;
-    m.ram_bytes = 0;
-  } else if (!exists) {
-    m.ram_bytes = kDefaultRamBytes;
-  }
-  if (o.disk_bytes) m.disk_bytes = *o.disk_bytes;
-  if (o.policy) m.policy = *o.policy;
-  if (o.prefetch_depth) m.prefetch_depth = *o.prefetch_depth;
+  ApplyOptions(o, &m);
+  if (!exists && !o.ram && !o.ram_items) m.ram = kDefaultRamBytes;
   if (m.prefetch_depth == 0) m.prefetch_depth = kDefaultPrefetchDepth;
   if (m.prefetch_depth > ControlBlock::kRingSize / 4) {
     return Status::InvalidArgument(where + "prefetch_depth " + std::to_string(m.prefetch_depth) +
                                    " is over the limit " +
                                    std::to_string(ControlBlock::kRingSize / 4));
   }
-  if (o.staging_bytes) m.staging_bytes = *o.staging_bytes;
-  if (!o.staging_bytes && (!exists || m.staging_bytes == 0)) {
-    m.staging_bytes = std::max(kMinStagingBytes, m.ram_bytes / 8);
+  if (!o.staging && (!exists || m.staging == 0)) {
+    m.staging = std::max(kMinStagingBytes, m.ram / 8);
   }
-  if (o.compression) m.compression = *o.compression;
-  if (o.sync) m.sync = *o.sync;
   effective_ = m;
   dataset_size_ = m.dataset_size;
-  if (effective_.disk_bytes > 0 && dataset_size_ > uint64_t{kMaxItemId} + 1) {
+  if (effective_.disk > 0 && dataset_size_ > uint64_t{kMaxItemId} + 1) {
     return Status::InvalidArgument(where + "the disk tier holds ids below 2^31; dataset size " +
                                    std::to_string(dataset_size_) + " is too large");
   }
@@ -159,7 +146,7 @@ Status Store::Impl::WriteManifest() {
 }
 
 Status Store::Impl::CreateShared() {
-  const uint64_t capacity = effective_.ram_items ? 0 : effective_.ram_bytes;
+  const uint64_t capacity = effective_.ram_items ? 0 : effective_.ram;
   RamTierOptions r;
   r.num_items = dataset_size_;
   r.name_prefix = options_.shm_prefix + "-ram";
@@ -172,17 +159,17 @@ Status Store::Impl::CreateShared() {
                    ? options_.shm_free_space_for_testing("/dev/shm", &free_bytes)
                    : shm::FreeSpace("/dev/shm", &free_bytes);
     OPT4STORE_RETURN_IF_ERROR(s);
-    const uint64_t want = effective_.ram_items * (uint64_t{8} << 20) + effective_.staging_bytes;
+    const uint64_t want = effective_.ram_items * (uint64_t{8} << 20) + effective_.staging;
     r.capacity_bytes = std::max<uint64_t>(uint64_t{1} << 20,
                                           std::min<uint64_t>(want, free_bytes / 2));
     r.reserve_memory = false;
   } else {
-    r.capacity_bytes = capacity + effective_.staging_bytes;
+    r.capacity_bytes = capacity + effective_.staging;
   }
   Status s = RamTier::Create(r, &ram_);
   if (!s.ok()) {
-    return s.WithContext("RAM tier of " + std::to_string(effective_.ram_bytes) +
-                         " bytes + staging " + std::to_string(effective_.staging_bytes));
+    return s.WithContext("RAM tier of " + std::to_string(effective_.ram) +
+                         " bytes + staging " + std::to_string(effective_.staging));
   }
   SharedQueueOptions q;
   q.capacity_bytes = options_.queue_bytes;
@@ -195,10 +182,10 @@ Status Store::Impl::CreateShared() {
   ResidencyOptions ro;
   ro.num_ids = dataset_size_;
   ro.ram_items = effective_.ram_items;
-  ro.ram_bytes = effective_.ram_bytes;
+  ro.ram = effective_.ram;
   ro.policy = effective_.policy;
   ro.prefetch_depth = effective_.prefetch_depth;
-  ro.staging_bytes = effective_.staging_bytes;
+  ro.staging = effective_.staging;
   ro.plan_window = options_.plan_window;
   ro.ring_slots = ControlBlock::kRingSize;
   ro.disk = disk_ != nullptr;
@@ -217,7 +204,7 @@ Status Store::Impl::CreateShared() {
         }));
   }
   ctl_->gauges().ram_capacity.store(effective_.ram_items ? effective_.ram_items
-                                                         : effective_.ram_bytes);
+                                                         : effective_.ram);
   ctl_->gauges().ram_capacity_in_items.store(effective_.ram_items ? 1 : 0);
   return Status::OK();
 }
@@ -231,13 +218,13 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
   // Known before the disk tier opens, its index is sized once.
   if (options.dataset_size) dataset_size_ = *options.dataset_size;
 
-  const bool explicit_no_disk = options.disk_bytes && *options.disk_bytes == 0;
+  const bool explicit_no_disk = options.disk && *options.disk == 0;
   const bool exists_on_disk = !path.empty() && FileExists(path + "/index/CURRENT");
   if (explicit_no_disk && disk_only_) {
-    return Status::InvalidArgument("disk_only needs a disk tier (disk_bytes > 0)");
+    return Status::InvalidArgument("disk_only needs a disk tier (disk > 0)");
   }
   bool exists = false;
-  if (!explicit_no_disk && (exists_on_disk || (options.disk_bytes && *options.disk_bytes > 0))) {
+  if (!explicit_no_disk && (exists_on_disk || (options.disk && *options.disk > 0))) {
     if (path.empty()) return Status::InvalidArgument("a store with a disk tier needs a path");
     if (!exists_on_disk && !options.create_if_missing) {
       return Status::NotFound("no store at " + path);
@@ -253,24 +240,24 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
     }
     // The budget comes from the manifest when not given: read it first.
     OPT4STORE_RETURN_IF_ERROR(
-        OpenDisk(options.disk_bytes ? *options.disk_bytes : kProvisionalDiskBudget));
+        OpenDisk(options.disk ? *options.disk : kProvisionalDiskBudget));
     OPT4STORE_RETURN_IF_ERROR(ReadManifest(&exists));
-    if (!exists && exists_on_disk && !options.disk_bytes) {
+    if (!exists && exists_on_disk && !options.disk) {
       return Status::Corruption("store " + path + " has an index but no manifest");
     }
   } else if (disk_only_) {
     return Status::NotFound("no store at " + path);
   }
   OPT4STORE_RETURN_IF_ERROR(ResolveOptions(options, exists));
-  if (explicit_no_disk) effective_.disk_bytes = 0;
-  if (disk_ && effective_.disk_bytes == 0) {
+  if (explicit_no_disk) effective_.disk = 0;
+  if (disk_ && effective_.disk == 0) {
     return Status::InvalidArgument("store " + path + ": the disk tier's budget is 0");
   }
-  if (disk_ && (!options.disk_bytes || effective_.disk_bytes != *options.disk_bytes)) {
+  if (disk_ && (!options.disk || effective_.disk != *options.disk)) {
     // Opened with the provisional budget: reopen with the real one.
     OPT4STORE_RETURN_IF_ERROR(disk_->Close());
     disk_.reset();
-    OPT4STORE_RETURN_IF_ERROR(OpenDisk(effective_.disk_bytes));
+    OPT4STORE_RETURN_IF_ERROR(OpenDisk(effective_.disk));
   }
   if (disk_) {
     OPT4STORE_RETURN_IF_ERROR(WriteManifest());

@@ -6,7 +6,9 @@ OPT4STORE_BUILD_DIR is set, its python/ directory is added here.
 """
 
 import os
+import shutil
 import sys
+import sysconfig
 
 _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
@@ -36,3 +38,19 @@ def store_path(tmp_path):
 def counter(tmp_path):
     """Counts source calls across processes."""
     return CallCounter(tmp_path / "source_calls")
+
+
+@pytest.fixture
+def opt4store_cli():
+    """The opt4store CLI: the build's (OPT4STORE_BUILD_DIR), or the one pip
+    installed beside this interpreter, or the PATH's."""
+    build = os.environ.get("OPT4STORE_BUILD_DIR")
+    candidates = [os.path.join(build, "tools", "opt4store")] if build else []
+    candidates.append(os.path.join(sysconfig.get_path("scripts"), "opt4store"))
+    for candidate in candidates:
+        if os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which("opt4store")
+    if found is None:
+        pytest.fail("the opt4store CLI is not built or installed (set OPT4STORE_BUILD_DIR)")
+    return found

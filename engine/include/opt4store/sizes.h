@@ -1,4 +1,4 @@
-// Sizes: byte counts as people write them ("512MiB", "1.5GiB", "2GB",
+// Sizes and counts: byte counts as people write them ("512MiB", "1.5GiB", "2GB",
 // "1000000"), one grammar for every place that reads one: the CLI's options
 // (--ram, --disk, --capacity-bytes, --item-size) and Python's
 // opt4store.parse_size (Store(ram="8GiB")), which calls ParseSize through
@@ -37,6 +37,12 @@ namespace opt4store {
 // (not a size, a fraction of a byte, a one-letter unit, too large). *bytes
 // is unchanged on an error.
 Status ParseSize(std::string_view text, uint64_t* bytes);
+
+// A count: decimal digits only ("512"; no sign, no spaces, no unit), at
+// most 2^64 - 1. Returns InvalidArgument quoting the text otherwise; *value
+// is unchanged on an error. Every place that reads a whole number of items
+// or positions uses it (the CLI's flags, the store's manifest and settings).
+Status ParseCount(std::string_view text, uint64_t* value);
 
 // "512 B", "1.50 KiB", "3.00 GiB": binary units, two decimals, for people.
 // ParseSize reads it back to within the rounding of the two decimals.

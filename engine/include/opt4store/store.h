@@ -72,6 +72,7 @@
 #include "opt4store/policy.h"
 #include "opt4store/read_sink.h"
 #include "opt4store/status.h"
+#include "opt4store/store_options.h"
 #include "opt4store/store_stats.h"
 
 namespace opt4store {
@@ -80,89 +81,6 @@ class Env;
 
 // A Get or Put without a position in the plan (an admin read, an import).
 constexpr uint64_t kNoPosition = UINT64_MAX;
-
-// Options. A field left unset takes the value the store's manifest holds
-// when the store exists, else the default written next to it. Values given
-// for an existing store must agree with its manifest where the comment says
-// "fixed at creation"; the others may change from run to run and are saved
-// as the new values.
-struct StoreOptions {
-  // ---- Shape: fixed at creation.
-
-  // N: ids are [0, N). Default: the plan's dataset size. Required when
-  // creating a store without a plan.
-  std::optional<uint64_t> dataset_size;
-
-  // ---- Budgets.
-
-  // RAM tier capacity in bytes of item data (meta + payload). Exclusive with
-  // ram_items. Default: 1 GiB.
-  std::optional<uint64_t> ram_bytes;
-  // RAM tier capacity in items instead of bytes (the policy counts items).
-  // The shared segment then reserves address space for ram_items times the
-  // largest item seen, not memory: /dev/shm must hold what is really used.
-  std::optional<uint64_t> ram_items;
-  // Disk tier budget in bytes; 0 disables the disk tier: nothing is written
-  // under `path` and nothing persists. Default: 0 for a new store.
-  std::optional<uint64_t> disk_bytes;
-
-  // ---- Policy and plan.
-
-  // Eviction policy of the RAM tier. Default: opt.
-  std::optional<PolicyKind> policy;
-  // The readers' order. Generated and file plans are saved in the manifest
-  // and reused when a later open gives none; explicit plans are not saved.
-  // Without any plan the RAM tier fills once and never evicts (static).
-  // A plan's dataset size must equal the store's.
-  std::optional<PlanSpec> plan;
-  // Look-ahead of the plan for next uses (positions); 0: the whole plan up
-  // to 8 Mi positions (see next_use.h).
-  uint64_t plan_window = 0;
-
-  // ---- Prefetch.
-
-  // How far the planner runs ahead of the readers' frontier, in positions.
-  // Default: 512.
-  std::optional<uint64_t> prefetch_depth;
-  // RAM bytes, beyond the capacity, for items the readers between the
-  // frontier and the planner still need (prefetched from disk, or kept for
-  // a lagging reader after the policy let them go). Default: 64 MiB, or
-  // 1/8 of the capacity if that is more.
-  std::optional<uint64_t> staging_bytes;
-
-  // ---- Disk tier behaviour (may change between runs).
-
-  enum class Compression { kNone, kAuto };  // kAuto: LZ4 where it saves >= 10%
-  std::optional<Compression> compression;   // default kAuto
-  enum class SyncMode { kNone, kOnFlush, kEveryPut };
-  std::optional<SyncMode> sync;             // default kOnFlush (see disk_tier.h)
-  bool direct_io = true;
-  bool use_io_uring = true;
-
-  // ---- Opening.
-
-  bool create_if_missing = true;
-  bool error_if_exists = false;
-  // Admin mode: the disk tier and the manifest only; no shared memory, no
-  // planner. Get reads the disk tier, Put writes it. For the CLI.
-  bool disk_only = false;
-  // How long a worker waits for the owner to fetch a disk item before it
-  // gives up and loads from the source. Default: 10 s.
-  int64_t fetch_timeout_ms = 10000;
-
-  // Shared-memory names: "/<shm_prefix>-{ram,queue,ctl}.<pid>.<n>".
-  std::string shm_prefix = "opt4store";
-  // Bytes of the queue that carries workers' Puts and fetch requests to the
-  // owner. Default: 64 MiB (a value may use up to half of it).
-  uint64_t queue_bytes = uint64_t{64} << 20;
-
-  // Warnings (full disk, drift, fallbacks), each kind once. Default: stderr.
-  std::function<void(const std::string&)> info_log;
-  // Tests: the file layer of the disk tier's segments; nullptr: the OS.
-  Env* env = nullptr;
-  // Tests: a fake /dev/shm free-space probe.
-  std::function<Status(const std::string& dir, uint64_t* free_bytes)> shm_free_space_for_testing;
-};
 
 // Where a Get found its value.
 enum class GetSource : uint8_t {
@@ -174,16 +92,8 @@ enum class GetSource : uint8_t {
 // A description of the store for `opt4store inspect`.
 struct StoreInfo {
   std::string path;
-  uint64_t dataset_size = 0;
-  std::string policy;
+  StoreSettings settings;  // what the store runs with (its manifest's)
   std::string plan;  // PlanSpec::Describe(), or "" without a plan
-  uint64_t ram_bytes = 0;  // 0 when the capacity is in items
-  uint64_t ram_items = 0;
-  uint64_t disk_bytes = 0;
-  uint64_t prefetch_depth = 0;
-  uint64_t staging_bytes = 0;
-  std::string compression;
-  std::string sync;
   uint64_t cursor_position = 0;
   uint64_t cursor_epoch = 0;
   std::string cursor_plan;  // the plan the cursor belongs to
@@ -297,11 +207,6 @@ class Store {
   explicit Store(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
-
-const char* CompressionName(StoreOptions::Compression compression);
-Status ParseCompression(std::string_view name, StoreOptions::Compression* compression);
-const char* SyncModeName(StoreOptions::SyncMode sync);
-Status ParseSyncMode(std::string_view name, StoreOptions::SyncMode* sync);
 
 }  // namespace opt4store
 

@@ -46,7 +46,7 @@
   X(cursor, uint64_t, total_positions, kCount, "positions in the plan; 0 without a plan")          \
   X(ram, uint64_t, ram_items, kCount, "items in the RAM tier")                                     \
   X(ram, uint64_t, ram_bytes_used, kBytes, "meta + payload bytes of those items")                  \
-  X(ram, uint64_t, ram_capacity, kCount, "the policy's capacity (ram_bytes or ram_items)")         \
+  X(ram, uint64_t, ram_capacity, kCount, "the policy's capacity (ram or ram_items)")         \
   X(ram, bool, ram_capacity_in_items, kFlag, "ram_capacity counts items, not bytes")               \
   X(ram, uint64_t, ram_arena_bytes, kBytes, "capacity + staging, as mapped")                       \
   X(ram, uint64_t, ram_bytes_per_item, kCount,                                                     \
@@ -54,7 +54,7 @@
   X(disk, uint64_t, disk_items, kCount, "items in the disk tier")                                  \
   X(disk, uint64_t, disk_live_bytes, kBytes, "live bytes of those items")                          \
   X(disk, uint64_t, disk_file_bytes, kBytes, "bytes of the segment files")                         \
-  X(disk, uint64_t, disk_budget, kBytes, "the disk tier's budget (the disk_bytes option)")         \
+  X(disk, uint64_t, disk_budget, kBytes, "the disk tier's budget (the disk setting)")         \
   X(disk, uint64_t, disk_segments, kCount, "segment files")                                        \
   X(disk, double, disk_write_amplification, kReal, "bytes written / bytes put")                    \
   X(disk, double, disk_space_amplification, kReal, "file bytes / live bytes")                      \

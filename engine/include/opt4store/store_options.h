@@ -1,0 +1,172 @@
+// StoreOptions: how a store is opened; StoreSettings: what it keeps.
+//
+// OPT4STORE_STORE_SETTINGS(X) lists, once, the settings a store saves in its
+// manifest and may change from run to run, one row each:
+//   X(name, type, kind, default_text, help)
+// Everything that names a setting is made from it: the optional fields of
+// StoreOptions, StoreSettings (every field set: what an open store runs
+// with), the manifest's "name=value" lines, `opt4store create`'s flags
+// (--ram, --prefetch-depth: the name with '-' for '_'), `opt4store
+// inspect`, the keyword arguments of Python's opt4store.Store (checked
+// against _core.setting_fields() by tests/python/test_options.py), and the
+// README's "Options" list (checked by the same test). A setting has one name
+// everywhere: StoreOptions::ram, Store(ram="8GiB"), --ram 8GiB, "ram=" in
+// the manifest. Adding a setting takes a row here, the code that uses it,
+// and a test.
+//
+// kind: kCount a whole number, kBytes a size (ParseSize's grammar, sizes.h:
+// "8GiB"), kName one of a few names.
+//
+// Thread safety: plain values and functions.
+#ifndef OPT4STORE_STORE_OPTIONS_H_
+#define OPT4STORE_STORE_OPTIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opt4store/plan.h"
+#include "opt4store/policy.h"
+#include "opt4store/status.h"
+
+namespace opt4store {
+
+class Env;
+
+// How the disk tier stores values: kAuto compresses with LZ4 where that
+// saves at least 10% of the value's bytes. (The first enumerator of each
+// setting's type is its default: StoreSettings value-initializes them.)
+enum class Compression { kAuto, kNone };
+// When disk-tier writes become durable (see disk_tier.h): at Flush and
+// Close, never forced, or at every Put.
+enum class SyncMode { kOnFlush, kNone, kEveryPut };
+
+#define OPT4STORE_STORE_SETTINGS(X)                                                              \
+  X(ram, uint64_t, kBytes, "1GiB", "RAM tier capacity in bytes of item data (meta + payload)")   \
+  X(ram_items, uint64_t, kCount, "unset",                                                        \
+    "RAM tier capacity in items instead of bytes (exclusive with ram)")                          \
+  X(disk, uint64_t, kBytes, "0",                                                                 \
+    "disk tier budget; 0: no disk tier, nothing is written and nothing persists")                \
+  X(policy, PolicyKind, kName, "opt",                                                            \
+    "RAM tier eviction policy: opt, opt-size, lru, lfu, fifo, random, static, none")             \
+  X(prefetch_depth, uint64_t, kCount, "512",                                                     \
+    "positions the planner runs ahead of the readers' frontier")                                 \
+  X(staging, uint64_t, kBytes, "max(64MiB, ram/8)",                                              \
+    "RAM beyond ram for items the readers ahead of the frontier still need (prefetched, or "     \
+    "kept for a lagging reader)")                                                                \
+  X(compression, Compression, kName, "auto", "disk tier values: auto (LZ4 where it saves >= 10%) " \
+    "or none")                                                                                   \
+  X(sync, SyncMode, kName, "flush", "when disk writes are durable: none, flush or every (Put)")
+
+enum class SettingKind { kCount, kBytes, kName };
+
+// One row of the table, for code that shows or reads every setting.
+struct SettingField {
+  const char* name;
+  SettingKind kind;
+  const char* default_text;  // the default, as the docs write it
+  const char* help;
+};
+
+// The rows, in table order.
+const std::vector<SettingField>& SettingFields();
+
+// Options. A field left unset takes the value the store's manifest holds
+// when the store exists, else the default written next to it. Values given
+// for an existing store must agree with its manifest where the comment says
+// "fixed at creation"; the settings (the table above) may change from run
+// to run and are saved as the new values.
+struct StoreOptions {
+  using Compression = opt4store::Compression;
+  using SyncMode = opt4store::SyncMode;
+
+  // ---- Shape: fixed at creation.
+
+  // N: ids are [0, N). Default: the plan's dataset size. Required when
+  // creating a store without a plan.
+  std::optional<uint64_t> dataset_size;
+
+  // ---- Settings: one optional field per row of OPT4STORE_STORE_SETTINGS.
+  // ram_items: the policy then counts items; the shared segment reserves
+  // address space for ram_items times the largest item seen, not memory,
+  // so /dev/shm must hold only what is really used.
+#define OPT4STORE_DECLARE_OPTION(name, type, kind, default_text, help) std::optional<type> name;
+  OPT4STORE_STORE_SETTINGS(OPT4STORE_DECLARE_OPTION)
+#undef OPT4STORE_DECLARE_OPTION
+
+  // ---- Plan.
+
+  // The readers' order. Generated and file plans are saved in the manifest
+  // and reused when a later open gives none; explicit plans are not saved.
+  // Without any plan the RAM tier fills once and never evicts (static).
+  // A plan's dataset size must equal the store's.
+  std::optional<PlanSpec> plan;
+  // Look-ahead of the plan for next uses (positions); 0: the whole plan up
+  // to 8 Mi positions (see next_use.h).
+  uint64_t plan_window = 0;
+
+  // ---- This open only (not saved).
+
+  bool direct_io = true;
+  bool use_io_uring = true;
+  bool create_if_missing = true;
+  bool error_if_exists = false;
+  // Admin mode: the disk tier and the manifest only; no shared memory, no
+  // planner. Get reads the disk tier, Put writes it. For the CLI.
+  bool disk_only = false;
+  // How long a worker waits for the owner to fetch a disk item before it
+  // gives up and loads from the source. Default: 10 s.
+  int64_t fetch_timeout_ms = 10000;
+
+  // Shared-memory names: "/<shm_prefix>-{ram,queue,ctl}.<pid>.<n>".
+  std::string shm_prefix = "opt4store";
+  // Bytes of the queue that carries workers' Puts and fetch requests to the
+  // owner. Default: 64 MiB (a value may use up to half of it).
+  uint64_t queue_bytes = uint64_t{64} << 20;
+
+  // Warnings (full disk, drift, fallbacks), each kind once. Default: stderr.
+  std::function<void(const std::string&)> info_log;
+  // Tests: the file layer of the disk tier's segments; nullptr: the OS.
+  Env* env = nullptr;
+  // Tests: a fake /dev/shm free-space probe.
+  std::function<Status(const std::string& dir, uint64_t* free_bytes)> shm_free_space_for_testing;
+};
+
+// What an open store runs with: its dataset size and every setting, each
+// set (ram is 0 when the capacity is in items, ram_items 0 otherwise; a
+// count or size is 0 until the open fills in its default). The manifest
+// saves it; Store::Inspect reports it.
+struct StoreSettings {
+  uint64_t dataset_size = 0;
+#define OPT4STORE_DECLARE_SETTING(name, type, kind, default_text, help) type name{};
+  OPT4STORE_STORE_SETTINGS(OPT4STORE_DECLARE_SETTING)
+#undef OPT4STORE_DECLARE_SETTING
+};
+
+// Sets the option `name` (a row of the table) from text: a size for kBytes,
+// a decimal number for kCount, a name for kName. Returns InvalidArgument
+// naming the setting for an unknown name or a bad value; *options is then
+// unchanged.
+Status SetOption(std::string_view name, std::string_view text, StoreOptions* options);
+
+// Calls visit(const SettingField&, std::string text) for every setting of
+// `settings`, in table order, with its value as SetOption reads it back
+// (sizes as plain byte counts).
+void VisitSettings(const StoreSettings& settings,
+                   const std::function<void(const SettingField&, const std::string&)>& visit);
+
+// The options given in `options` override `settings`; ram and ram_items
+// exclude each other, so giving one of them alone clears the other.
+void ApplyOptions(const StoreOptions& options, StoreSettings* settings);
+
+const char* CompressionName(Compression compression);
+Status ParseCompression(std::string_view name, Compression* compression);
+const char* SyncModeName(SyncMode sync);
+Status ParseSyncMode(std::string_view name, SyncMode* sync);
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_STORE_OPTIONS_H_
