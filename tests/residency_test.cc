@@ -43,6 +43,7 @@ class FakeTiers : public ResidencyTiers {
   }
   void ExpectPut(ItemId id, uint64_t position) override { expected[id] = position; }
   void SetNextUse(ItemId id, uint64_t position) override { next_use[id] = position; }
+  void Skipped(uint64_t, ItemId) override {}
   void Drifted(uint64_t position, ItemId planned, ItemId got) override {
     drifted.push_back({position, planned, got});
   }

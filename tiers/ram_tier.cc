@@ -534,7 +534,8 @@ Status RamTier::Peek(ItemId id, ItemInfo* info) {
   return Status::Busy("RamTier::Peek: item " + std::to_string(id) + " keeps changing");
 }
 
-Status RamTier::CopyOut(const ItemInfo& info, void* meta_dst, void* payload_dst) {
+Status RamTier::CopyOut(const ItemInfo& info, void* meta_dst, void* payload_dst,
+                        const ReadSink* pieces_of) {
   if (info.id >= num_items_ || StateOf(info.version) != kResident) {
     return Status::InvalidArgument("RamTier::CopyOut: info is not from a successful Peek");
   }
@@ -548,7 +549,11 @@ Status RamTier::CopyOut(const ItemInfo& info, void* meta_dst, void* payload_dst)
   const char* src = arena_ + offset;
   // The seqlock data race (see the top of this file): these bytes may be
   // changing; they are returned only if the version still matches below.
-  if (info.payload_size > 0) std::memcpy(payload_dst, src, info.payload_size);
+  if (payload_dst == nullptr && pieces_of != nullptr) {
+    CopyPayload(*pieces_of, nullptr, src, info.payload_size);
+  } else if (info.payload_size > 0) {
+    std::memcpy(payload_dst, src, info.payload_size);
+  }
   if (copy_hook_ != nullptr) copy_hook_(copy_hook_arg_, info);
   if (info.meta_size > 0) std::memcpy(meta_dst, src + info.payload_size, info.meta_size);
   std::atomic_thread_fence(std::memory_order_acquire);
@@ -576,7 +581,7 @@ Status RamTier::Read(ItemId id, ReadSink* sink) {
     void* payload_dst = nullptr;
     OPT4STORE_RETURN_IF_ERROR(
         sink->Prepare(info.meta_size, info.payload_size, &meta_dst, &payload_dst));
-    Status s = CopyOut(info, meta_dst, payload_dst);
+    Status s = CopyOut(info, meta_dst, payload_dst, sink);
     if (!s.IsBusy()) return s;
   }
   return Status::Busy("RamTier::Read: item " + std::to_string(id) + " keeps changing");

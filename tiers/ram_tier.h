@@ -193,8 +193,11 @@ class RamTier {
   // item was replaced by another version meanwhile (Peek again: sizes may
   // differ), NotFound when it is no longer resident (a miss). On Busy and
   // NotFound the destinations hold garbage.
-  // REQUIRES: destinations of info.meta_size and info.payload_size bytes.
-  Status CopyOut(const ItemInfo& info, void* meta_dst, void* payload_dst);
+  // REQUIRES: destinations of info.meta_size and info.payload_size bytes;
+  // or payload_dst nullptr and `pieces_of` a sink whose pieces() take the
+  // payload (see read_sink.h).
+  Status CopyOut(const ItemInfo& info, void* meta_dst, void* payload_dst,
+                 const ReadSink* pieces_of = nullptr);
   // Peek + sink->Prepare + CopyOut, retried while the item changes under
   // the copy: one copy into the sink's memory per attempt. Returns OK,
   // NotFound, OutOfRange, the sink's error, or Busy after kMaxReadAttempts.

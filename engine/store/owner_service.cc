@@ -42,12 +42,16 @@ void Store::Impl::ExpectPut(ItemId id, uint64_t position) { ctl_->SetExpected(id
 void Store::Impl::SetNextUse(ItemId id, uint64_t position) {
   if (disk_) disk_->SetNextUse(id, position);
 }
-void Store::Impl::Drifted(uint64_t position, ItemId planned, ItemId got) {
+void Store::Impl::Skipped(uint64_t position, ItemId planned) {
   if (ctl_->ExpectedFrom(planned) == position && !ram_->Contains(planned)) {
-    // The read that was to load it read something else: no Put comes.
+    // The read that was to load it did not: no Put comes.
     ctl_->ClearExpected(planned);
     ram_->AnswerAbsent(planned).PermitUncheckedError();
   }
+}
+
+void Store::Impl::Drifted(uint64_t position, ItemId planned, ItemId got) {
+  Skipped(position, planned);  // it read something else
   Warn(kWarnDrift, "position " + std::to_string(position) + " read id " + std::to_string(got) +
                        " where the plan has " + std::to_string(planned) +
                        ": the sampler drifted from the plan; values stay correct, but "

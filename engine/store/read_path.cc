@@ -7,6 +7,7 @@
 // to the owner on the queue; the owner's own goes to OwnerPut.
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -22,7 +23,7 @@ Status CopyToSink(ReadSink* sink, std::string_view meta, std::string_view payloa
   void* payload_dst = nullptr;
   OPT4STORE_RETURN_IF_ERROR(sink->Prepare(meta.size(), payload.size(), &meta_dst, &payload_dst));
   if (!meta.empty()) std::memcpy(meta_dst, meta.data(), meta.size());
-  if (!payload.empty()) std::memcpy(payload_dst, payload.data(), payload.size());
+  CopyPayload(*sink, payload_dst, payload.data(), payload.size());
   return Status::OK();
 }
 
@@ -54,7 +55,22 @@ void Store::Impl::Mark(uint64_t position, ItemId id) {
 }
 
 void Store::Impl::MarkConsumed(uint64_t position, ItemId id) {
-  if (ctl_) Mark(position, id);
+  // Marked with no id: readers waiting for a Put from this position see
+  // that it read something else, and stop (the owner answers them too).
+  if (ctl_ && id < dataset_size_) Mark(position, kSkippedRead);
+}
+
+void Store::Impl::Locate(const ItemId* ids, size_t n, GetSource* sources) const {
+  for (size_t i = 0; i < n; ++i) {
+    const ItemId id = ids[i];
+    if (!ctl_ || id >= dataset_size_) {
+      sources[i] = GetSource::kMiss;
+    } else if (ram_->Contains(id)) {
+      sources[i] = GetSource::kRam;
+    } else {
+      sources[i] = ctl_->OnDisk(id) ? GetSource::kDisk : GetSource::kMiss;
+    }
+  }
 }
 
 Status Store::Impl::Get(uint64_t position, ItemId id, ReadSink* sink, GetSource* source) {
@@ -141,8 +157,11 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       const uint64_t from = ctl_->ExpectedFrom(ids[i]);
       ItemId got = 0;
       if (ram_->Contains(ids[i]) || from >= positions[i] ||
-          (from > 0 && ctl_->Consumed(from, &got) && got != ids[i])) {
-        // Here already, no longer expected, or its loader drifted to another id.
+          (from > 0 && ctl_->Consumed(from, &got) && got != ids[i]) ||
+          std::find(positions, positions + n, from) != positions + n) {
+        // Here already, no longer expected, its loader drifted to another
+        // id, or its loader is a read of this batch (whose caller Puts after
+        // this call returns: waiting would wait for ourselves).
         statuses[i] = LookupRam(ids[i], sinks[i], &found);
       } else {
         c.expect_waits.fetch_add(1, std::memory_order_relaxed);

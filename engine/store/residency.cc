@@ -183,7 +183,10 @@ void Residency::AdvanceFrontier(uint64_t high_water) {
     ItemId got = 0;
     if (tiers_->Consumed(frontier_, &got)) {
       const ItemId planned_id = SlotAt(frontier_).id;
-      if (got != planned_id) {
+      if (got == kSkippedRead) {
+        ++abandoned_;
+        tiers_->Skipped(frontier_, planned_id);
+      } else if (got != planned_id) {
         ++drift_;
         tiers_->Drifted(frontier_, planned_id, got);
       }

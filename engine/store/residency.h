@@ -47,6 +47,10 @@
 namespace opt4store {
 
 // What Residency asks of the tiers, and what it tells them.
+// The id a position is marked consumed with when a reader skips it
+// (Store::MarkConsumed): no id, since ids stay below kMaxDatasetSize.
+constexpr ItemId kSkippedRead = 0xFFFFFFFF;
+
 class ResidencyTiers {
  public:
   virtual ~ResidencyTiers() = default;
@@ -68,6 +72,9 @@ class ResidencyTiers {
   virtual void SetNextUse(ItemId id, uint64_t position) = 0;
   // Position `position` read `got` where the plan has `planned`.
   virtual void Drifted(uint64_t position, ItemId planned, ItemId got) = 0;
+  // Position `position`, which the plan has read `planned`, was skipped: no
+  // read loads it there.
+  virtual void Skipped(uint64_t position, ItemId planned) = 0;
 };
 
 struct ResidencyOptions {

@@ -187,6 +187,10 @@ Status Store::Put(uint64_t position, ItemId id, std::string_view meta, std::stri
   return impl_->Put(position, id, meta, payload);
 }
 void Store::MarkConsumed(uint64_t position, ItemId id) { impl_->MarkConsumed(position, id); }
+
+void Store::Locate(const ItemId* ids, size_t n, GetSource* sources) {
+  impl_->Locate(ids, n, sources);
+}
 Status Store::SetPlan(const PlanSpec& plan, uint64_t start_position) {
   return impl_->SetPlan(plan, start_position);
 }

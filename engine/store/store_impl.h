@@ -72,6 +72,7 @@ class Store::Impl : private ResidencyTiers {
                 Status* statuses, GetSource* sources);
   Status Put(uint64_t position, ItemId id, std::string_view meta, std::string_view payload);
   void MarkConsumed(uint64_t position, ItemId id);
+  void Locate(const ItemId* ids, size_t n, GetSource* sources) const;
 
   Status SetPlan(const PlanSpec& plan, uint64_t start_position);
   uint64_t ResumePosition() const;
@@ -128,6 +129,7 @@ class Store::Impl : private ResidencyTiers {
   void ExpectPut(ItemId id, uint64_t position) override;
   void SetNextUse(ItemId id, uint64_t position) override;
   void Drifted(uint64_t position, ItemId planned, ItemId got) override;
+  void Skipped(uint64_t position, ItemId planned) override;
 
   // ---- readers (read_path.cc)
   Status ReadRam(ItemId id, ReadSink* sink, bool* found);

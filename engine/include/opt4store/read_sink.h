@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "opt4store/status.h"
 
@@ -25,7 +26,24 @@ class ReadSink {
   // that.
   virtual Status Prepare(uint64_t meta_size, uint64_t payload_size, void** meta_dst,
                          void** payload_dst) = 0;
+
+  // A sink may take the payload in pieces instead (a batch loader puts each
+  // leaf of a sample into its own batch tensor, copying once): Prepare sets
+  // *payload_dst to nullptr, and pieces() lists where each byte range of
+  // the payload goes; bytes in no piece are dropped. Valid until the next
+  // Prepare. Default: none (the payload goes whole to *payload_dst).
+  struct Piece {
+    uint64_t offset = 0;  // in the payload
+    uint64_t length = 0;
+    void* dst = nullptr;
+  };
+  virtual const std::vector<Piece>* pieces() const { return nullptr; }
 };
+
+// Copies a payload of `size` bytes from src to where `sink` asked for it
+// (payload_dst, or its pieces when payload_dst is nullptr). Pieces that
+// reach past `size` get the bytes there are. For the tiers' copy-outs.
+void CopyPayload(const ReadSink& sink, void* payload_dst, const void* src, uint64_t size);
 
 // A sink into two std::strings (tests, tools). Not thread-safe.
 class StringSink : public ReadSink {

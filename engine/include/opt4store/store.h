@@ -167,7 +167,14 @@ class Store {
   // the owner on the shared queue; a full queue drops it (counted).
   Status Put(uint64_t position, ItemId id, std::string_view meta, std::string_view payload);
 
-  // Marks a position consumed without a Get (a reader that skips it).
+  // Where each of n ids is now, without reading it or counting an access:
+  // kRam, kDisk or kMiss (sources[i] for ids[i]). In any process; a batch
+  // loader asks it before handing the misses to its workers. Only a hint:
+  // an item may move between this call and a Get (a Get is always right).
+  void Locate(const ItemId* ids, size_t n, GetSource* sources);
+
+  // Marks a position consumed without a Get (a reader that skips it: no
+  // reader waits for a Put from it).
   void MarkConsumed(uint64_t position, ItemId id);
 
   // ---- Owner only (InvalidArgument in a reader).

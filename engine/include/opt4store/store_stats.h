@@ -40,7 +40,8 @@
   X(planner, uint64_t, policy_hits, kCount, "the policy's hits on them")                           \
   X(planner, uint64_t, ram_insert_failures, kCount, "no room in the arena (fragmentation)")        \
   X(planner, uint64_t, disk_put_errors, kCount, "writes the disk tier refused (full disk)")        \
-  X(planner, uint64_t, abandoned_positions, kCount, "positions never consumed, skipped")           \
+  X(planner, uint64_t, abandoned_positions, kCount,                                                \
+    "positions passed unread: skipped, or left behind")                                            \
   X(cursor, uint64_t, epoch, kCount, "the readers' frontier: its epoch")                           \
   X(cursor, uint64_t, position, kCount, "the readers' frontier: its position in the plan")         \
   X(cursor, uint64_t, total_positions, kCount, "positions in the plan; 0 without a plan")          \
