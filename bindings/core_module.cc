@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "bindings/core_common.h"
+#include "bindings/batch_reads.h"
 #include "opt4store/plan.h"
 #include "opt4store/policy.h"
 #include "opt4store/read_sink.h"
@@ -37,15 +39,6 @@ struct ErrorClasses {
   py::object base, invalid, busy, no_space, corruption, not_found, out_of_range, io;
 };
 ErrorClasses* g_errors = nullptr;
-
-// Carries a Status across pybind11's C++ exception boundary.
-struct StatusError {
-  Status status;
-};
-
-void ThrowIfError(const Status& s) {
-  if (!s.ok()) throw StatusError{s};
-}
 
 py::object ClassFor(const Status& s) {
   if (g_errors == nullptr) return py::reinterpret_borrow<py::object>(PyExc_RuntimeError);
@@ -67,74 +60,6 @@ py::object ClassFor(const Status& s) {
     default:
       return g_errors->base;
   }
-}
-
-// ---------------------------------------------------------------- dtypes
-
-struct DTypePair {
-  DType dtype;
-  at::ScalarType scalar;
-};
-
-constexpr DTypePair kDTypePairs[] = {
-    {DType::kBool, at::kBool},         {DType::kUInt8, at::kByte},
-    {DType::kInt8, at::kChar},         {DType::kInt16, at::kShort},
-    {DType::kInt32, at::kInt},         {DType::kInt64, at::kLong},
-    {DType::kFloat16, at::kHalf},      {DType::kBFloat16, at::kBFloat16},
-    {DType::kFloat32, at::kFloat},     {DType::kFloat64, at::kDouble},
-    {DType::kComplex64, at::kComplexFloat}, {DType::kComplex128, at::kComplexDouble},
-};
-
-bool ToScalar(DType dtype, at::ScalarType* scalar) {
-  for (const DTypePair& p : kDTypePairs) {
-    if (p.dtype == dtype) {
-      *scalar = p.scalar;
-      return true;
-    }
-  }
-  return false;
-}
-
-bool FromScalar(at::ScalarType scalar, DType* dtype) {
-  for (const DTypePair& p : kDTypePairs) {
-    if (p.scalar == scalar) {
-      *dtype = p.dtype;
-      return true;
-    }
-  }
-  return false;
-}
-
-// ---------------------------------------------------------------- sinks
-
-// Allocates the payload as a fresh uint8 tensor; meta into a string. ATen
-// allocation needs no GIL, so this runs with the GIL released.
-class TensorSink : public ReadSink {
- public:
-  Status Prepare(uint64_t meta_size, uint64_t payload_size, void** meta_dst,
-                 void** payload_dst) override {
-    meta.resize(meta_size);
-    if (!payload.defined() || static_cast<uint64_t>(payload.numel()) != payload_size) {
-      payload = at::empty({static_cast<int64_t>(payload_size)}, at::kByte);
-    }
-    *meta_dst = meta.data();
-    *payload_dst = payload.data_ptr();
-    return Status::OK();
-  }
-  std::string meta;
-  at::Tensor payload;
-};
-
-// The tensor a value header describes, as a view of the bytes.
-at::Tensor ViewAs(const at::Tensor& bytes, const ValueHeader& h) {
-  at::ScalarType scalar;
-  if (!ToScalar(h.dtype, &scalar)) return bytes;
-  if (h.PayloadBytes() != static_cast<uint64_t>(bytes.numel())) {
-    ThrowIfError(Status::Corruption("a value's header says " + std::to_string(h.PayloadBytes()) +
-                                    " bytes, its payload has " + std::to_string(bytes.numel())));
-  }
-  at::Tensor t = scalar == at::kByte ? bytes : bytes.view(scalar);
-  return t.view(h.shape);
 }
 
 // ---------------------------------------------------------------- stats
@@ -262,15 +187,7 @@ class PyStore {
     }
     if (s.IsNotFound()) return py::none();
     ThrowIfError(s);
-    ValueHeader h;
-    Status d = DecodeValueHeader(sink.meta, &h);
-    if (!d.ok()) {
-      // Not written by this package (e.g. `opt4store import` of raw bytes):
-      // the bytes as they are.
-      return py::make_tuple(0, py::bytes(sink.meta), sink.payload);
-    }
-    if (h.tag == 1) return py::cast(ViewAs(sink.payload, h));
-    return py::make_tuple(h.tag, py::bytes(sink.meta), sink.payload);
+    return ValueObject(sink);
   }
 
   // Stores a tensor as a tag-1 value.
@@ -371,12 +288,12 @@ class PyStore {
 
   bool closed() const { return store_ == nullptr; }
 
- private:
-  explicit PyStore(std::unique_ptr<Store> store) : store_(std::move(store)) {}
-  Store* Checked() {
+ Store* Checked() {
     if (!store_) ThrowIfError(Status::IOError("the store is closed"));
     return store_.get();
   }
+ private:
+  explicit PyStore(std::unique_ptr<Store> store) : store_(std::move(store)) {}
   ItemId CheckedId(int64_t id) {
     if (id < 0 || static_cast<uint64_t>(id) >= store_->dataset_size()) {
       ThrowIfError(Status::OutOfRange("index " + std::to_string(id) +
@@ -465,6 +382,27 @@ PYBIND11_MODULE(_core, m) {
       .def("set_plan", &PyStore::SetPlan, py::arg("ids"), py::arg("epoch_length"),
            py::arg("start") = 0)
       .def("mark_consumed", &PyStore::MarkConsumed, py::arg("position"), py::arg("index"))
+      .def(
+          "get_batch",
+          [](PyStore& self, const opt4store::PositionArray& positions, const opt4store::IdArray& ids) {
+            return opt4store::GetBatchValues(self.Checked(), positions, ids);
+          },
+          py::arg("positions"), py::arg("indices"))
+      .def(
+          "read_into",
+          [](PyStore& self, const opt4store::PositionArray& positions,
+             const opt4store::IdArray& ids, const opt4store::IdArray& rows, py::bytes meta, const std::vector<uint64_t>& offsets,
+             const std::vector<at::Tensor>& leaves) {
+            return opt4store::ReadInto(self.Checked(), positions, ids, rows, meta, offsets, leaves);
+          },
+          py::arg("positions"), py::arg("indices"), py::arg("rows"), py::arg("meta"),
+          py::arg("offsets"), py::arg("leaves"))
+      .def(
+          "locate",
+          [](PyStore& self, const opt4store::IdArray& ids) {
+            return opt4store::LocateIds(self.Checked(), ids);
+          },
+          py::arg("indices"))
       .def("stats", &PyStore::Stats)
       .def("resume_position", &PyStore::ResumePosition)
       .def("handle", &PyStore::Handle)

@@ -2,6 +2,7 @@
 
 import os
 
+import numpy as np
 import torch
 
 from . import _core, _values
@@ -156,6 +157,37 @@ class Store:
         if result is None or type(result) is torch.Tensor:
             return result
         return _values.decode(result)
+
+    def get_batch(self, positions, indices):
+        """Store.get for each (position, index) pair, in one call: a list of
+        values, None for a miss."""
+        results = self._core.get_batch(np.asarray(positions, dtype=np.uint64),
+                                       np.asarray(indices, dtype=np.int64))
+        return [r if r is None or type(r) is torch.Tensor else _values.decode(r) for r in results]
+
+    def read_into(self, positions, indices, rows, meta, offsets, leaves):
+        """Reads each (position, index) into row rows[i] of every leaf tensor,
+        one copy from the store: the payload bytes at offsets[j] go to
+        leaves[j]. For values whose meta equals ``meta``; returns a code per
+        read: 0 read, 1 a miss, 2 a value of another layout (its rows hold
+        garbage). opt4store.DataLoader assembles batches with it."""
+        return self._core.read_into(np.asarray(positions, dtype=np.uint64),
+                                    np.asarray(indices, dtype=np.int64),
+                                    np.asarray(rows, dtype=np.int64), meta, list(offsets),
+                                    list(leaves))
+
+    def mark_consumed(self, positions, indices):
+        """Marks plan positions as read without reading them (a loader that
+        skips them: drop_last's tail), so that the store does not wait for
+        them."""
+        core = self._require_open()
+        for position, index in zip(positions, indices):
+            core.mark_consumed(int(position), int(index))
+
+    def locate(self, indices):
+        """Where each index is now: 0 nowhere, 1 the RAM tier, 2 the disk
+        tier. A hint (an item may move before it is read); counts nothing."""
+        return self._core.locate(np.asarray(indices, dtype=np.int64))
 
     def put(self, position, index, value):
         """Stores ``value`` for ``index`` (loaded for plan ``position``)."""

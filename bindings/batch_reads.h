@@ -1,0 +1,45 @@
+// Batch reads for Python: a batch of values in one call into the store with
+// the GIL released once (CachedDataset.__getitems__), the batch loader's
+// native assembly of a batch straight into its leaf tensors
+// (opt4store.DataLoader), and where items are (Store::Locate).
+#ifndef OPT4STORE_BINDINGS_BATCH_READS_H_
+#define OPT4STORE_BINDINGS_BATCH_READS_H_
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <torch/extension.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "opt4store/store.h"
+
+namespace opt4store {
+
+using IdArray = pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>;
+// Plan positions; NO_POSITION (2^64 - 1) for a read without one.
+using PositionArray =
+    pybind11::array_t<uint64_t, pybind11::array::c_style | pybind11::array::forcecast>;
+
+// Store.get for each (positions[i], ids[i]): a list of what Store.get
+// returns (None for a miss).
+pybind11::list GetBatchValues(Store* store, const PositionArray& positions, const IdArray& ids);
+
+// Reads (positions[i], ids[i]) into row rows[i] of every leaf tensor: the
+// payload bytes [offsets[j], offsets[j] + leaf row bytes) go to leaves[j]
+// row rows[i], one copy from the store. Each leaf is a contiguous CPU
+// tensor whose first dimension counts rows. A value whose meta differs from
+// `meta` (another structure, dtype or shape) is not this layout. Returns a
+// code per read: 0 read, 1 a miss, 2 not this layout (its rows hold
+// garbage; read it another way). Errors other than a miss raise.
+pybind11::array_t<int8_t> ReadInto(Store* store, const PositionArray& positions, const IdArray& ids,
+                                   const IdArray& rows, const std::string& meta,
+                                   const std::vector<uint64_t>& offsets,
+                                   const std::vector<at::Tensor>& leaves);
+
+// Store::Locate: 0 a miss, 1 in the RAM tier, 2 on the disk tier.
+pybind11::array_t<uint8_t> LocateIds(Store* store, const IdArray& ids);
+
+}  // namespace opt4store
+
+#endif  // OPT4STORE_BINDINGS_BATCH_READS_H_
