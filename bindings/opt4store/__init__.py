@@ -6,8 +6,8 @@ Quick start::
     import opt4store, torch
     store = opt4store.Store("/data/cache", ram="2GiB", disk="20GiB")
     sampler = opt4store.PlannedSampler(torch.utils.data.RandomSampler(ds), epochs=5)
-    loader = torch.utils.data.DataLoader(opt4store.CachedDataset(ds, store, sampler),
-                                         sampler=sampler, batch_size=64, num_workers=4)
+    loader = opt4store.DataLoader(opt4store.CachedDataset(ds, store, sampler),
+                                  sampler=sampler, batch_size=64, num_workers=4)
     for epoch in range(5):
         for batch in loader:
             ...
@@ -22,11 +22,13 @@ from ._errors import (BusyError, CorruptionError, Error, InvalidArgumentError, I
 from ._sizes import parse_size
 from .dataset import CachedDataset
 from .device import DeviceLoader, to_device
+from .loader import DataLoader
 from .sampler import PlannedIndex, PlannedSampler
 from .store import NO_POSITION, Store
 
 __all__ = [
-    "Store", "PlannedSampler", "PlannedIndex", "CachedDataset", "to_device", "DeviceLoader",
+    "Store", "PlannedSampler", "PlannedIndex", "CachedDataset", "DataLoader", "to_device",
+    "DeviceLoader",
     "Error", "InvalidArgumentError", "BusyError", "NoSpaceError", "CorruptionError",
     "NotFoundError", "OutOfRangeError", "IOError_", "parse_size", "NO_POSITION",
 ]

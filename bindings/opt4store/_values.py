@@ -169,3 +169,35 @@ def decode(result):
     if tag == TAG_PICKLE:
         return pickle.loads(payload.numpy().tobytes())
     return payload
+
+
+def structurable(value):
+    """True if value is a tuple, list or dict made only of tensors, arrays
+    and plain values (stored as a structure, not pickled whole)."""
+    return _structurable(value)
+
+
+def layout(meta):
+    """The leaves of a value with this meta, in the order the payload holds
+    them: [(kind, dtype, shape, offset, nbytes)], kind "t" a tensor, "a" a
+    numpy array. None for a value that is neither a tensor nor a structure."""
+    dtype, shape, tag, user = _core.decode_header(meta)
+    if tag == TAG_TENSOR:
+        itemsize = torch.empty(0, dtype=_NAME_TO_TORCH[dtype]).element_size()
+        return [("t", dtype, tuple(shape), 0, int(np.prod(shape, dtype=np.int64)) * itemsize)]
+    if tag != TAG_STRUCT:
+        return None
+    leaves = []
+
+    def walk(node):
+        if isinstance(node, _Leaf):
+            leaves.append((node.kind, node.dtype, tuple(node.shape), node.offset, node.nbytes))
+        elif isinstance(node, (tuple, list)):
+            for x in node:
+                walk(x)
+        elif isinstance(node, dict):
+            for x in node.values():
+                walk(x)
+
+    walk(pickle.loads(user))
+    return leaves

@@ -108,6 +108,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._epoch = 0
         self._start = 0
         self._yielded = 0
+        self._taken_from = 0
         self._current_epoch = 0
         self._stores = []
         # Store positions: own position * _stride + _offset (host positions
@@ -119,6 +120,35 @@ class PlannedSampler(torch.utils.data.Sampler):
         return self.epoch_length
 
     def __iter__(self):
+        base, start = self._begin_epoch()
+        ids = self.plan[base:base + self.epoch_length].tolist()
+        stride, offset = self._stride, self._offset
+        for i in range(start, self.epoch_length):
+            index = PlannedIndex(ids[i])
+            index.position = (base + i) * stride + offset
+            self._yielded = i + 1
+            yield index
+
+    def take_epoch(self):
+        """What the next iter() yields, as arrays, for a loader that reads
+        them in bulk (opt4store.DataLoader): (store positions as uint64,
+        indices as int64) from the resume index to the epoch's end. Advances
+        the sampler as iter() does; ``note_yielded(n)`` then says how many of
+        them the caller has handed out (state_dict counts from it)."""
+        base, start = self._begin_epoch()
+        ids = self.plan[base + start:base + self.epoch_length]
+        positions = np.arange(base + start, base + self.epoch_length, dtype=np.uint64)
+        positions = positions * np.uint64(self._stride) + np.uint64(self._offset)
+        self._taken_from = start
+        return positions, ids
+
+    def note_yielded(self, count):
+        """``count`` of the last take_epoch()'s indices have been handed out."""
+        self._yielded = self._taken_from + int(count)
+
+    def _begin_epoch(self):
+        """Starts the next recorded epoch: (its first plan index, the index in
+        it to resume at)."""
         epoch = self._epoch
         if epoch >= self.epochs:
             raise InvalidArgumentError(
@@ -127,15 +157,8 @@ class PlannedSampler(torch.utils.data.Sampler):
         start, self._start = self._start, 0
         self._epoch = epoch + 1
         self._current_epoch = epoch
-        base = epoch * self.epoch_length
-        ids = self.plan[base:base + self.epoch_length].tolist()
-        stride, offset = self._stride, self._offset
         self._yielded = start
-        for i in range(start, self.epoch_length):
-            index = PlannedIndex(ids[i])
-            index.position = (base + i) * stride + offset
-            self._yielded = i + 1
-            yield index
+        return epoch * self.epoch_length, start
 
     def state_dict(self, consumed=None):
         """Where to resume: the epoch in progress and the samples of it done."""

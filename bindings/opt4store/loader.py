@@ -1,0 +1,645 @@
+"""opt4store.DataLoader: batches assembled natively from the store.
+
+A drop-in for torch.utils.data.DataLoader over a CachedDataset: the same
+keyword arguments with the same meaning, and the same batches (order,
+nesting, dtypes, shapes, values, the last partial batch or none with
+drop_last, len()). What differs is how a batch is made:
+
+- Hits are read by the C++ store straight into the batch's tensors, one
+  tensor per leaf of the sample (a (image, label) sample makes an image
+  tensor and a label tensor), with the GIL released: no per-sample Python,
+  no pickling, one copy from the store into the batch.
+- Misses are loaded by the workers: only indices go to a worker; it loads
+  the sample from the dataset, stores it, and writes its leaves into a
+  shared slot (one per batch in flight, reused round-robin); the main
+  process copies those rows into the batch. Workers never pickle a sample
+  back. With num_workers=0 the main process loads them itself.
+- The workers start only for an epoch that has misses (or a transform): an
+  epoch that the store holds whole starts no worker process.
+- ``transform=`` of the CachedDataset runs on every read, after the cache:
+  in the workers (their outputs go into the slots), or in the main process
+  without workers.
+
+The fast path needs samples that default_collate would stack: tensors,
+numpy arrays, Python ints, floats and bools, in tuples, lists, dicts and
+namedtuples (strings ride along), with the same dtypes and shapes in every
+sample. A batch that does not fit (a sample of another shape) is assembled
+the general way: values decoded in Python and collated. A custom
+``collate_fn`` (or ``batch_size=None``) always takes the general path,
+which is torch's DataLoader over the CachedDataset (its ``__getitems__``
+reads a batch with one call into the store): correct, and slower.
+
+Assumptions, named: the loader's sampler is the CachedDataset's
+PlannedSampler (its plan drives the store), or a sampler whose reads are
+then unplanned; batches are yielded as fresh tensors (never a view of a
+buffer that a later batch reuses), so keeping a batch is safe.
+"""
+
+import copy
+import random
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from . import _core, _values
+from ._errors import InvalidArgumentError
+from .dataset import CachedDataset
+from .device import to_device
+from .sampler import PlannedIndex, PlannedSampler
+from .store import NO_POSITION
+
+_default_collate = getattr(torch.utils.data, "default_collate", None) or \
+    torch.utils.data.dataloader.default_collate
+
+_TORCH_DTYPES = {v: k for k, v in _values.TORCH_DTYPE_NAMES.items()}
+_SCALAR_DTYPES = {"i": torch.int64, "f": torch.float64, "b": torch.bool}
+
+
+def _first(batch):
+    return batch[0]
+
+
+def _is_leaf(value):
+    """A leaf of a stored structure, in _values' encoding: a tensor, an
+    array, or a Python number that fits an int64."""
+    if isinstance(value, (torch.Tensor, np.ndarray, float)):
+        return True
+    return isinstance(value, int) and -(1 << 63) <= value < (1 << 63)
+
+
+def _map_leaves(value, fn):
+    """value with each leaf replaced by fn(leaf), in the encoder's order
+    (depth first, containers in iteration order), containers keeping their
+    types."""
+    if _is_leaf(value):
+        return fn(value)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(_map_leaves(v, fn) for v in value))
+    if isinstance(value, tuple):
+        return type(value)(_map_leaves(v, fn) for v in value)
+    if isinstance(value, list):
+        out = copy.copy(value)
+        out[:] = [_map_leaves(v, fn) for v in value]
+        return out
+    if isinstance(value, dict):
+        out = copy.copy(value)
+        for key in value:
+            out[key] = _map_leaves(value[key], fn)
+        return out
+    return value
+
+
+# ---------------------------------------------------------------- layouts
+
+
+class _NoLayout(Exception):
+    """A value the fast path cannot assemble: the general path takes it."""
+
+
+def _encode(value):
+    """(meta, payload as a uint8 tensor) as the store keeps value."""
+    if type(value) is torch.Tensor and value.dtype in _values.TORCH_DTYPE_NAMES:
+        t = value.detach().cpu().resolve_conj().resolve_neg().contiguous()
+        meta = _core.encode_header(_values.TORCH_DTYPE_NAMES[t.dtype], list(t.shape),
+                                   _values.TAG_TENSOR, b"")
+        return meta, t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
+    meta, payload = _values.encode(value)
+    return meta, torch.from_numpy(np.ascontiguousarray(payload).reshape(-1).view(np.uint8))
+
+
+def _leaf_dtype(kind, dtype):
+    if kind in _SCALAR_DTYPES:
+        return _SCALAR_DTYPES[kind]
+    if kind == "t":
+        return _TORCH_DTYPES[dtype]
+    try:  # a numpy array: default_collate makes it a tensor of the same dtype
+        return torch.from_numpy(np.empty(0, np.dtype(dtype))).dtype
+    except TypeError:
+        raise _NoLayout(f"numpy dtype {dtype} has no torch dtype") from None
+
+
+class _Layout:
+    """How each sample of one shape lies in the store (its meta bytes and
+    the offsets, dtypes and shapes of its leaves), and how default_collate
+    nests a batch of them."""
+
+    def __init__(self, value):
+        if isinstance(value, (tuple, list, dict)) and not _values.structurable(value):
+            raise _NoLayout("a sample holding other objects")
+        if _has_other_tensors(value):
+            raise _NoLayout("numpy scalars collate to tensors")
+        self.meta, _ = _encode(value)
+        leaves = _values.layout(self.meta)
+        if not leaves:
+            raise _NoLayout("a sample without tensors, arrays or numbers")
+        self.offsets = [leaf[3] for leaf in leaves]
+        self.dtypes = [_leaf_dtype(leaf[0], leaf[1]) for leaf in leaves]
+        self.shapes = [tuple(leaf[2]) for leaf in leaves]
+        self.nbytes = [leaf[4] for leaf in leaves]
+        self.kinds = [leaf[0] for leaf in leaves]
+        # A copy of the sample whose leaves are markers (their index), so
+        # that collating it shows where each leaf's batch tensor goes.
+        count = []
+        _map_leaves(value, count.append)
+        if len(count) != len(leaves):  # the encoder and this walk disagree
+            raise _NoLayout("a sample whose leaves the store does not lay out one by one")
+        marks = iter(range(len(leaves)))
+        self._stand_in = _map_leaves(value, lambda leaf: torch.tensor(next(marks)))
+        self._nests = {}
+
+    def empty(self, rows, pin=False):
+        return [torch.empty((rows,) + shape, dtype=dtype, pin_memory=pin)
+                for shape, dtype in zip(self.shapes, self.dtypes)]
+
+    def nest(self, leaves):
+        """The batch as default_collate nests it, holding `leaves`."""
+        rows = leaves[0].shape[0]
+        template = self._nests.get(rows)
+        if template is None:
+            template = self._nests[rows] = _default_collate([self._stand_in] * rows)
+        return _fill(template, leaves)
+
+    def row_value(self, leaves, row):
+        """Row `row` of the batch as the sample it was: tensors, arrays and
+        Python numbers in the sample's containers."""
+        def leaf_value(marker):
+            j = int(marker)
+            t = leaves[j][row]
+            if self.kinds[j] == "t":
+                return t.clone()
+            if self.kinds[j] in _SCALAR_DTYPES:
+                return t.item()
+            return t.numpy().copy()
+        return _map_leaves(self._stand_in, leaf_value)
+
+    def write_row(self, leaves, row, value):
+        """Writes value's leaves into row `row` of `leaves`; False if value has
+        another layout."""
+        meta, payload = _encode(value)
+        if meta != self.meta:
+            return False
+        for leaf, offset, nbytes in zip(leaves, self.offsets, self.nbytes):
+            leaf[row].view(-1).view(torch.uint8).copy_(payload[offset:offset + nbytes]) \
+                if nbytes else None
+        return True
+
+
+def _has_other_tensors(value):
+    """True when value holds numpy scalars (np.float32(1.0)): default_collate
+    makes tensors of them, which _fill would take for markers."""
+    if isinstance(value, np.generic):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_has_other_tensors(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_other_tensors(v) for v in value.values())
+    return False
+
+
+def _fill(node, leaves):
+    if isinstance(node, torch.Tensor):
+        return leaves[int(node.reshape(-1)[0])]
+    if isinstance(node, tuple) and hasattr(node, "_fields"):
+        return type(node)(*(_fill(x, leaves) for x in node))
+    if isinstance(node, tuple):
+        return type(node)(_fill(x, leaves) for x in node)
+    if isinstance(node, list):
+        out = copy.copy(node)
+        out[:] = [_fill(x, leaves) for x in node]
+        return out
+    if isinstance(node, dict):
+        out = copy.copy(node)
+        for key in node:
+            out[key] = _fill(node[key], leaves)
+        return out
+    return node
+
+
+# ---------------------------------------------------------------- workers
+
+
+class _Filler(torch.utils.data.Dataset):
+    """What a worker does for a batch: loads its misses (and with a
+    transform, every row), stores them, and writes their leaves into the
+    batch's slot. Returns (batch number, rows written, {row: value} of
+    values of another layout). Only this small tuple goes back."""
+
+    def __init__(self, dataset, layout, slots):
+        self.dataset, self.layout, self.slots = dataset, layout, slots
+
+    def __len__(self):
+        return 0
+
+    def __getitem__(self, work):
+        number, slot, positions, indices, rows = work
+        return (number,) + _load_rows(self.dataset, self.layout, self.slots[slot],
+                                      np.asarray(positions, dtype=np.uint64),
+                                      np.asarray(indices, dtype=np.int64), rows, compact=True)
+
+
+def _load_rows(ds, layout, leaves, positions, indices, rows, compact, known=None):
+    """Reads (positions[i], indices[i]) for rows[i], loading and storing the
+    misses, applies the dataset's transform, and writes each value into
+    `leaves` (at i when compact, else at rows[i]). known: {i: value} already
+    read. Returns (rows written, {row: value} of values of another layout)."""
+    known = known or {}
+    todo = [k for k in range(len(rows)) if k not in known]
+    loaded = ds.load_batch(positions[todo], indices[todo]) if todo else []
+    values = dict(known)
+    values.update(zip(todo, loaded))
+    written, other = [], {}
+    for k, row in enumerate(rows):
+        value = values[k] if ds.transform is None else ds.transform(values[k])
+        if layout.write_row(leaves, k if compact else row, value):
+            written.append(int(row))
+        else:
+            other[int(row)] = value
+    return written, other
+
+
+# ---------------------------------------------------------------- the loader
+
+
+class DataLoader:
+    """A drop-in for torch.utils.data.DataLoader over an opt4store
+    CachedDataset (see this module's docstring): change only the class
+    name. Takes torch's keyword arguments with their meaning, plus
+    ``device=``: batches are copied there ahead of use, from pinned slots on a
+    side stream (as opt4store.to_device does).
+
+    ``state_dict()`` / ``load_state_dict()`` (torchdata's StatefulDataLoader
+    convention) resume at exactly the first batch not yet yielded, with any
+    number of workers; ``set_epoch(e)`` is passed to the sampler.
+    """
+
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="",
+                 device=None):
+        if not isinstance(dataset, CachedDataset):
+            raise InvalidArgumentError(
+                "opt4store.DataLoader loads an opt4store.CachedDataset; got "
+                f"{type(dataset).__name__} (wrap it: CachedDataset(dataset, store, sampler))")
+        if num_workers < 0:
+            raise InvalidArgumentError("num_workers must be 0 or more")
+        if timeout < 0:
+            raise InvalidArgumentError("timeout must be 0 or more")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise InvalidArgumentError("prefetch_factor is for num_workers > 0")
+        if num_workers == 0 and persistent_workers:
+            raise InvalidArgumentError("persistent_workers needs num_workers > 0")
+        if batch_sampler is not None and (batch_size != 1 or shuffle or sampler is not None or
+                                          drop_last):
+            raise InvalidArgumentError(
+                "batch_sampler is mutually exclusive with batch_size, shuffle, sampler and "
+                "drop_last")
+        if sampler is not None and shuffle:
+            raise InvalidArgumentError("sampler is mutually exclusive with shuffle")
+        if sampler is None and batch_sampler is None:
+            if shuffle:
+                if dataset.sampler is not None:
+                    raise InvalidArgumentError(
+                        "shuffle=True with a CachedDataset that has a PlannedSampler: give "
+                        "that sampler (sampler=) so that the store follows the order read")
+                sampler = torch.utils.data.RandomSampler(dataset, generator=generator)
+            else:
+                sampler = dataset.sampler if dataset.sampler is not None else \
+                    torch.utils.data.SequentialSampler(dataset)
+        self.dataset = dataset
+        self.batch_size = batch_size if batch_sampler is None else None
+        self.drop_last = drop_last
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        if batch_sampler is None and batch_size is not None:
+            self.batch_sampler = torch.utils.data.BatchSampler(sampler, batch_size, drop_last)
+        self.num_workers = num_workers
+        self.collate_fn = collate_fn
+        self.pin_memory = pin_memory
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.generator = generator
+        self.prefetch_factor = prefetch_factor
+        self.persistent_workers = persistent_workers
+        self.pin_memory_device = pin_memory_device
+        self.device = device
+        self._layout = None
+        self._filler = None       # the workers' DataLoader, kept with persistent_workers
+        self._slots = None        # per job in flight: shared tensors, one per leaf
+        self._job_list = None
+        self._counted = 0         # indices of the epoch in progress handed out
+
+    def __len__(self):
+        if self.batch_sampler is None:
+            return len(self.sampler)
+        return len(self.batch_sampler)
+
+    def set_epoch(self, epoch):
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+
+    # ---- resume
+
+    def state_dict(self):
+        """Where to resume: the PlannedSampler's state at the first batch not
+        yet yielded (the loader tells the sampler what it has yielded, so no
+        consumed= is needed, whatever the workers fetched ahead)."""
+        if not isinstance(self.sampler, PlannedSampler):
+            raise InvalidArgumentError(
+                "state_dict() needs the CachedDataset's PlannedSampler as the loader's sampler")
+        return {"sampler": self.sampler.state_dict()}
+
+    def load_state_dict(self, state):
+        """The next iteration resumes at the first batch `state` had not yielded."""
+        if not isinstance(self.sampler, PlannedSampler):
+            raise InvalidArgumentError("load_state_dict() needs a PlannedSampler")
+        self.sampler.load_state_dict(state["sampler"])
+
+    # ---- iteration
+
+    def __iter__(self):
+        batches = self._batches()
+        if self.device is not None:
+            return iter(to_device(batches, self.device))
+        return batches
+
+    def _general(self):
+        return self.collate_fn is not None or self.batch_size is None and \
+            self.batch_sampler is None
+
+    def _torch_loader(self, batch_sampler):
+        """torch's DataLoader over the CachedDataset: the general path."""
+        kwargs = dict(num_workers=self.num_workers, collate_fn=self.collate_fn,
+                      pin_memory=self.pin_memory, timeout=self.timeout,
+                      worker_init_fn=self.worker_init_fn,
+                      multiprocessing_context=self.multiprocessing_context,
+                      generator=self.generator, persistent_workers=self.persistent_workers)
+        if self.prefetch_factor is not None:
+            kwargs["prefetch_factor"] = self.prefetch_factor
+        if batch_sampler is None:
+            return torch.utils.data.DataLoader(self.dataset, sampler=self.sampler,
+                                               batch_size=None, **kwargs)
+        return torch.utils.data.DataLoader(self.dataset, batch_sampler=batch_sampler, **kwargs)
+
+    def _epoch_batches(self):
+        """The epoch's batches as (positions, indices) arrays, and the number
+        of indices the epoch hands out (with drop_last, more than the
+        batches hold)."""
+        ds = self.dataset
+        if isinstance(self.sampler, PlannedSampler) and \
+                type(self.batch_sampler) is torch.utils.data.BatchSampler:
+            positions, indices = self.sampler.take_epoch()
+            size = self.batch_size
+            count = len(indices) // size if self.drop_last else -(-len(indices) // size)
+            # drop_last's tail is never read: the store must not wait for it.
+            ds.store.mark_consumed(positions[count * size:], indices[count * size:])
+            return [(positions[k * size:(k + 1) * size], indices[k * size:(k + 1) * size])
+                    for k in range(count)], len(indices)
+        out = []
+        for batch in self.batch_sampler if self.batch_sampler is not None else \
+                ([i] for i in self.sampler):
+            out.append((np.array([ds.position_of(i) for i in batch], dtype=np.uint64),
+                        np.array([int(i) for i in batch], dtype=np.int64)))
+        return out, sum(len(b[1]) for b in out)
+
+    def _batches(self):
+        plan, total = self._epoch_batches()
+        self._counted = 0
+        if self._general():
+            batches = _PlannedBatches(plan)
+            for number, batch in enumerate(self._torch_loader(batches)):
+                self._count_yielded(plan[number], number + 1 == len(plan), total)
+                yield batch
+            return
+        if not plan:
+            self._count_yielded(None, True, total)
+            return
+        ds = self.dataset
+        # The first sample shows the layout of the epoch's samples (after the
+        # transform: a probe whose random draws are undone, so that every
+        # read's transform draws what it would under torch's DataLoader).
+        first_position, first_index = int(plan[0][0][0]), int(plan[0][1][0])
+        first = ds.store.get(first_position, first_index)
+        if first is None:
+            first = ds.load_miss(first_position, first_index)
+        try:
+            layout = _Layout(first if ds.transform is None else _probe(ds.transform, first))
+        except _NoLayout:
+            layout = None
+        if layout is None:
+            yield from self._general_epoch(plan, first, total)
+            return
+        if self._layout is None or self._layout.meta != layout.meta:
+            self._stop_workers()
+            self._layout = layout
+        jobs = self._jobs(plan)
+        filler = self._start_workers(plan, jobs) if jobs and self.num_workers > 0 else None
+        try:
+            for number, (positions, indices) in enumerate(plan):
+                batch = self._assemble(number, positions, indices, self._layout, jobs, filler,
+                                       first if number == 0 else None)
+                self._count_yielded(plan[number], number + 1 == len(plan), total)
+                yield batch
+        finally:
+            if filler is not None and not self.persistent_workers:
+                del filler
+                self._stop_workers()
+
+    def _count_yielded(self, batch, last, total):
+        """Tells the PlannedSampler how far the loop got: after the epoch's
+        last batch, the whole epoch (drop_last's tail included), so that a
+        state_dict taken then resumes at the next epoch."""
+        self._counted = total if last else self._counted + len(batch[1])
+        if isinstance(self.sampler, PlannedSampler):
+            self.sampler.note_yielded(self._counted)
+
+    def _jobs(self, plan):
+        """{batch number: rows the workers (or, without workers, this
+        process) load}: the misses, or every row when a transform must run on
+        each read."""
+        ds = self.dataset
+        jobs = {}
+        for number, (positions, indices) in enumerate(plan):
+            if ds.transform is not None:
+                rows = np.arange(len(indices))
+            else:
+                rows = np.flatnonzero(ds.store.locate(indices) == 0)
+            if number == 0 and ds.transform is None:
+                rows = rows[rows != 0]  # the first sample is read already
+            if len(rows):
+                jobs[number] = rows
+        return jobs
+
+    def _start_workers(self, plan, jobs):
+        """The workers' iterator over the jobs, in batch order."""
+        depth = self.num_workers * (self.prefetch_factor or 2)
+        if self._filler is None:
+            self._slots = [[leaf.share_memory_() for leaf in self._layout.empty(
+                self._batch_rows())] for _ in range(depth + 2)]
+            self._job_list = _JobList(len(self._slots))
+            kwargs = dict(num_workers=self.num_workers, collate_fn=_first, timeout=self.timeout,
+                          worker_init_fn=self.worker_init_fn,
+                          multiprocessing_context=self.multiprocessing_context,
+                          generator=self.generator, persistent_workers=True)
+            if self.prefetch_factor is not None:
+                kwargs["prefetch_factor"] = self.prefetch_factor
+            self._filler = torch.utils.data.DataLoader(
+                _Filler(self.dataset, self._layout, self._slots), batch_sampler=self._job_list,
+                **kwargs)
+        self._job_list.set_epoch_jobs(plan, jobs)
+        return iter(self._filler)
+
+    def _batch_rows(self):
+        return self.batch_size if self.batch_size is not None else \
+            max(len(b) for b in self.batch_sampler)
+
+    def _stop_workers(self):
+        self._filler = None
+        self._slots = None
+        self._job_list = None
+
+    def _assemble(self, number, positions, indices, layout, jobs, filler, first):
+        ds = self.dataset
+        store = ds.store
+        rows = len(indices)
+        pin = self.pin_memory and torch.cuda.is_available()
+        leaves = layout.empty(rows, pin)
+        loaded = jobs.get(number, np.empty(0, np.int64))
+        other = {}
+        done = np.zeros(rows, dtype=bool)
+        if first is not None and ds.transform is None:
+            if not layout.write_row(leaves, 0, first):
+                other[0] = first
+            done[0] = True
+        if len(loaded):
+            if filler is not None:
+                got, written, theirs = next(filler)
+                assert got == number, (got, number)
+                slot = self._slots[self._job_list.slot_of(number)]
+                if written:
+                    index = torch.as_tensor(written)
+                    for leaf, src in zip(leaves, slot):
+                        leaf.index_copy_(0, index, src[:len(written)])
+            else:
+                known = {0: first} if first is not None and ds.transform is not None else None
+                written, theirs = _load_rows(ds, layout, leaves, positions[loaded],
+                                             indices[loaded], loaded, compact=False, known=known)
+            other.update(theirs)
+            done[loaded] = True
+        todo = np.flatnonzero(~done)
+        if len(todo):
+            codes = store.read_into(positions[todo], indices[todo], todo, layout.meta,
+                                    layout.offsets, leaves)
+            for row, code in zip(todo, codes):
+                if code == 0:
+                    continue
+                # 1: it left the store since the workers were told; 2: its
+                # own layout (read again, without a position: already read).
+                value = ds.load_miss(int(positions[row]), int(indices[row])) if code == 1 else \
+                    store.get(NO_POSITION, int(indices[row]))
+                if value is None:
+                    value = ds.load_miss(NO_POSITION, int(indices[row]))
+                if ds.transform is not None:
+                    value = ds.transform(value)
+                if not layout.write_row(leaves, row, value):
+                    other[int(row)] = value
+        if other:
+            return self._collate_rows(leaves, layout, other, positions, indices)
+        return layout.nest(leaves)
+
+    def _collate_rows(self, leaves, layout, other, positions, indices):
+        """A batch with rows of another layout: every row as a value, collated."""
+        values = [other[row] if row in other else layout.row_value(leaves, row)
+                  for row in range(len(indices))]
+        return _default_collate(values)
+
+    def _general_epoch(self, plan, first, total):
+        """An epoch whose first sample the fast path cannot assemble: with
+        workers, torch's DataLoader over the CachedDataset (which reads the
+        first sample again: one more access); without, values read a batch at
+        a time, transformed and collated here."""
+        ds = self.dataset
+        if self.num_workers > 0:
+            for number, batch in enumerate(self._torch_loader(_PlannedBatches(plan))):
+                self._count_yielded(plan[number], number + 1 == len(plan), total)
+                yield batch
+            return
+        for number, (positions, indices) in enumerate(plan):
+            if number == 0:
+                values = [first] + ds.load_batch(positions[1:], indices[1:])
+            else:
+                values = ds.load_batch(positions, indices)
+            if ds.transform is not None:
+                values = [ds.transform(v) for v in values]
+            self._count_yielded(plan[number], number + 1 == len(plan), total)
+            yield _default_collate(values)
+
+
+class _PlannedBatches:
+    """An epoch's batches as lists of PlannedIndex, for torch's DataLoader on
+    the general path."""
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def __len__(self):
+        return len(self.plan)
+
+    def __iter__(self):
+        for positions, indices in self.plan:
+            yield [_planned_index(p, i) for p, i in zip(positions.tolist(), indices.tolist())]
+
+
+def _planned_index(position, index):
+    value = PlannedIndex(index)
+    value.position = position
+    return value
+
+
+def _probe(transform, value):
+    """transform(value) with the random generators it may draw from (torch,
+    random, numpy) put back as they were."""
+    torch_state = torch.random.get_rng_state()
+    py_state = random.getstate()
+    np_state = np.random.get_state()
+    try:
+        return transform(value)
+    finally:
+        torch.random.set_rng_state(torch_state)
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+
+
+class _JobList:
+    """The batch sampler of the workers' DataLoader: one job per batch that
+    has rows for the workers, made when torch asks for it (so at most
+    num_workers * prefetch_factor batches ahead of the training loop). Each
+    job names the batch's slot, reused round-robin."""
+
+    def __init__(self, slot_count):
+        self.slot_count = slot_count
+        self.plan = []
+        self.jobs = []
+        self.slots = {}
+
+    def set_epoch_jobs(self, plan, jobs):
+        """The epoch's batches, and {batch number: rows} for the workers."""
+        self.plan = plan
+        self.jobs = sorted(jobs.items())
+        self.slots = {}
+
+    def slot_of(self, number):
+        return self.slots[number]
+
+    def __len__(self):
+        return len(self.jobs)
+
+    def __iter__(self):
+        for k, (number, rows) in enumerate(self.jobs):
+            slot = k % self.slot_count
+            self.slots[number] = slot
+            positions, indices = self.plan[number]
+            yield [(number, slot, positions[rows].tolist(), indices[rows].tolist(),
+                    rows.tolist())]

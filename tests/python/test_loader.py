@@ -1,0 +1,245 @@
+"""opt4store.DataLoader yields what torch's DataLoader yields over the same
+CachedDataset and sampler: the same batches, in the same order, with the same
+nesting, dtypes, shapes and values, the same last partial batch (or none with
+drop_last) and the same len(); and it resumes from a state_dict at every
+batch boundary."""
+
+import collections
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data
+
+import opt4store
+from o4s_testlib import CallCounter, assert_same, keep_list, uniform_item
+
+N = 50
+
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+
+Pair = collections.namedtuple("Pair", "image label")
+
+
+def tensor_sample(i):
+    return uniform_item(i, 48).view(3, 4, 4)
+
+
+def uint8_sample(i):
+    return (uniform_item(i, 12) * 100).to(torch.uint8).view(3, 4)
+
+
+def pair_sample(i):
+    return (tensor_sample(i), int(i) % 7)
+
+
+def dict_sample(i):
+    return {"x": tensor_sample(i), "y": int(i) * 3, "w": float(i) / 4, "ok": bool(i % 2),
+            "name": "sample"}
+
+
+def namedtuple_sample(i):
+    return Pair(tensor_sample(i), int(i))
+
+
+def array_sample(i):
+    return {"a": np.arange(6, dtype=np.int32).reshape(2, 3) + int(i), "t": tensor_sample(i)}
+
+
+def variable_sample(i):
+    return torch.arange(int(i) % 5 + 1, dtype=torch.int64)
+
+
+SAMPLES = {"tensor": tensor_sample, "uint8": uint8_sample, "pair": pair_sample,
+           "dict": dict_sample, "namedtuple": namedtuple_sample, "arrays": array_sample}
+
+
+class Source(torch.utils.data.Dataset):
+    def __init__(self, make, counter=None):
+        self.make, self.counter = make, counter
+
+    def __len__(self):
+        return N
+
+    def __getitem__(self, i):
+        if self.counter is not None:
+            self.counter.hit()
+        return self.make(int(i))
+
+
+def flip_and_float(value):
+    """A cheap random augmentation, drawn from torch's generator."""
+    image = value[0] if isinstance(value, tuple) else value
+    if torch.rand(()) < 0.5:
+        image = image.flip(-1)
+    image = image.float() + torch.rand(())
+    return (image,) + tuple(value[1:]) if isinstance(value, tuple) else image
+
+
+def cached(tmp_path, name, make, epochs=2, seed=3, transform=None, ram_items=N // 3,
+           disk="16MiB"):
+    store = opt4store.Store(tmp_path / name, ram_items=ram_items, disk=disk)
+    sampler = opt4store.PlannedSampler(
+        torch.utils.data.RandomSampler(range(N), generator=torch.Generator().manual_seed(seed)),
+        epochs=epochs)
+    return store, sampler, opt4store.CachedDataset(Source(make), store, sampler,
+                                                   transform=transform)
+
+
+def both(tmp_path, make, epochs=2, transform=None, generator_seed=None, **kwargs):
+    """torch's batches and ours, epoch by epoch, over twin stores (each
+    loader with its own generator seeded generator_seed, when given)."""
+    a_store, a_sampler, a_ds = cached(tmp_path, "a", make, epochs, transform=transform)
+    b_store, b_sampler, b_ds = cached(tmp_path, "b", make, epochs, transform=transform)
+    try:
+        for epoch in range(epochs):
+            if generator_seed is not None:
+                kwargs["generator"] = torch.Generator().manual_seed(generator_seed + epoch)
+            torch.manual_seed(100 + epoch)
+            theirs = torch.utils.data.DataLoader(a_ds, sampler=a_sampler, **kwargs)
+            expected = list(theirs)
+            if generator_seed is not None:
+                kwargs["generator"] = torch.Generator().manual_seed(generator_seed + epoch)
+            torch.manual_seed(100 + epoch)
+            ours = opt4store.DataLoader(b_ds, sampler=b_sampler, **kwargs)
+            assert len(ours) == len(theirs)
+            got = list(ours)
+            assert len(got) == len(expected), (epoch, len(got), len(expected))
+            for k, (g, e) in enumerate(zip(got, expected)):
+                assert_same(g, e, f"epoch {epoch} batch {k}")
+        return a_store.stats(), b_store.stats()
+    finally:
+        a_store.close()
+        b_store.close()
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES))
+@pytest.mark.parametrize("batch_size, drop_last", [(10, False), (8, False), (8, True)])
+def test_same_batches_as_torch(tmp_path, sample, batch_size, drop_last):
+    theirs, ours = both(tmp_path, SAMPLES[sample], batch_size=batch_size, drop_last=drop_last)
+    assert ours["drift"] == 0 and ours["expect_timeouts"] == 0, ours
+
+
+@pytest.mark.parametrize("num_workers, context, persistent", [
+    (1, "fork", False), (3, "fork", False), (2, "fork", True), (2, "spawn", False)])
+@pytest.mark.parametrize("sample", ["pair", "tensor"])
+def test_same_batches_with_workers(tmp_path, sample, num_workers, context, persistent):
+    theirs, ours = both(tmp_path, SAMPLES[sample], epochs=3, batch_size=8, drop_last=True,
+                        num_workers=num_workers, multiprocessing_context=context,
+                        persistent_workers=persistent)
+    assert ours["source_loads"] == theirs["source_loads"], (ours, theirs)
+    assert ours["expect_timeouts"] == 0, ours
+
+
+def test_custom_collate_and_variable_sizes(tmp_path):
+    both(tmp_path, variable_sample, batch_size=8, collate_fn=keep_list)
+    both(tmp_path, variable_sample, batch_size=8, collate_fn=keep_list, num_workers=2,
+         multiprocessing_context="fork")
+
+
+def test_variable_sizes_without_collate_fail_as_torch(tmp_path):
+    store, sampler, ds = cached(tmp_path, "s", variable_sample, epochs=1)
+    with pytest.raises(RuntimeError):
+        list(torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=8))
+    store2, sampler2, ds2 = cached(tmp_path, "t", variable_sample, epochs=1)
+    with pytest.raises(RuntimeError):
+        list(opt4store.DataLoader(ds2, sampler=sampler2, batch_size=8))
+    store.close()
+    store2.close()
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("sample", ["pair", "tensor"])
+def test_seeded_random_transform_matches_torch(tmp_path, sample, num_workers):
+    kwargs = dict(multiprocessing_context="fork") if num_workers else {}
+    both(tmp_path, SAMPLES[sample], epochs=2, transform=flip_and_float, batch_size=8,
+         num_workers=num_workers, generator_seed=9, **kwargs)
+
+
+def test_an_all_hit_epoch_starts_no_worker(tmp_path, monkeypatch):
+    store, sampler, ds = cached(tmp_path, "s", tensor_sample, epochs=2, ram_items=N)
+    started = []
+    real = torch.utils.data.DataLoader.__iter__
+
+    def spy(self):
+        started.append(self.num_workers)
+        return real(self)
+
+    monkeypatch.setattr(torch.utils.data.DataLoader, "__iter__", spy)
+    loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=8, num_workers=2,
+                                  multiprocessing_context="fork")
+    list(loader)
+    assert started == [2]  # epoch 1: misses, workers load them
+    list(loader)
+    assert started == [2]  # epoch 2: every sample a hit, no workers
+    st = store.stats()
+    assert st["source_loads"] == N and st["hits_ram"] == N, st
+    store.close()
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_resume_at_every_batch_boundary(tmp_path, num_workers):
+    kwargs = dict(multiprocessing_context="fork") if num_workers else {}
+    batch_size = 8
+    store, sampler, ds = cached(tmp_path, "ref", pair_sample, epochs=2)
+    reference = [b for _ in range(2) for b in
+                 opt4store.DataLoader(ds, sampler=sampler, batch_size=batch_size, drop_last=True)]
+    store.close()
+    per_epoch = N // batch_size
+    for stop in range(0, 2 * per_epoch + 1, 3):
+        store, sampler, ds = cached(tmp_path, f"run{stop}", pair_sample, epochs=2)
+        loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=batch_size,
+                                      drop_last=True, num_workers=num_workers, **kwargs)
+        seen, state = 0, loader.state_dict()
+        for _ in range(2):
+            for batch in loader:
+                if seen == stop:
+                    break
+                seen += 1
+                state = loader.state_dict()
+            if seen == stop:
+                break
+        store.close()
+        # A new process's view: a new store, sampler and loader from the state.
+        store, sampler, ds = cached(tmp_path, f"run{stop}", pair_sample, epochs=2)
+        loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=batch_size,
+                                      drop_last=True, num_workers=num_workers, **kwargs)
+        loader.load_state_dict(state)
+        rest = []
+        while len(rest) < 2 * per_epoch - stop:
+            rest += list(loader)
+        for k, batch in enumerate(rest):
+            assert_same(batch, reference[stop + k], f"resumed at {stop}: batch {stop + k}")
+        store.close()
+
+
+def test_worker_error_reaches_the_loop_with_its_traceback(tmp_path):
+    def boom(i):
+        if i == 17:
+            raise KeyError("sample 17 is broken")
+        return tensor_sample(i)
+
+    store, sampler, ds = cached(tmp_path, "s", boom, epochs=1)
+    loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=8, num_workers=2,
+                                  multiprocessing_context="fork")
+    with pytest.raises(KeyError) as e:
+        list(loader)
+    assert "sample 17 is broken" in str(e.value)
+    assert "boom" in str(e.value)  # the worker's traceback, as torch shows it
+    store.close()
+
+
+def test_arguments_as_torch(tmp_path):
+    store, sampler, ds = cached(tmp_path, "s", tensor_sample, epochs=1)
+    with pytest.raises(TypeError):
+        opt4store.DataLoader(ds, batch_size=8, no_such_option=1)
+    with pytest.raises(ValueError):
+        opt4store.DataLoader(ds, sampler=sampler, shuffle=True)
+    with pytest.raises(ValueError):
+        opt4store.DataLoader(ds, persistent_workers=True)
+    with pytest.raises(opt4store.InvalidArgumentError):
+        opt4store.DataLoader(Source(tensor_sample), batch_size=8)
+    assert len(opt4store.DataLoader(ds, batch_size=8)) == 7
+    assert len(opt4store.DataLoader(ds, batch_size=8, drop_last=True)) == 6
+    store.close()
