@@ -88,7 +88,7 @@ py::list GetBatchValues(Store* store, const PositionArray& positions, const IdAr
 
 py::array_t<int8_t> ReadInto(Store* store, const PositionArray& positions, const IdArray& ids,
                              const IdArray& rows, const std::string& meta,
-                             const std::vector<uint64_t>& offsets,
+                             uint64_t payload_bytes, const std::vector<uint64_t>& offsets,
                              const std::vector<at::Tensor>& leaves) {
   CheckSameLength(positions, ids, "read_into");
   CheckSameLength(rows, ids, "read_into");
@@ -99,16 +99,17 @@ py::array_t<int8_t> ReadInto(Store* store, const PositionArray& positions, const
   const std::vector<ItemId> id_list = CheckedIds(store, ids);
   std::vector<uint64_t> position_list(positions.data(), positions.data() + n);
 
-  // Each leaf's row size, and the payload's size: its last leaf's end.
+  // Each leaf's row size; every leaf must lie inside the payload.
   std::vector<uint64_t> row_bytes(leaves.size());
-  uint64_t expected_payload = 0;
   for (size_t j = 0; j < leaves.size(); ++j) {
     const at::Tensor& leaf = leaves[j];
     if (!leaf.device().is_cpu() || !leaf.is_contiguous() || leaf.dim() < 1) {
       ThrowIfError(Status::InvalidArgument("read_into: leaves must be contiguous CPU tensors"));
     }
     row_bytes[j] = static_cast<uint64_t>(leaf.numel() / leaf.size(0)) * leaf.element_size();
-    expected_payload = std::max(expected_payload, offsets[j] + row_bytes[j]);
+    if (offsets[j] + row_bytes[j] > payload_bytes) {
+      ThrowIfError(Status::InvalidArgument("read_into: a leaf reaches past the payload"));
+    }
   }
   std::vector<RowSink> sinks(n);
   std::vector<ReadSink*> sink_ptrs(n);
@@ -122,7 +123,7 @@ py::array_t<int8_t> ReadInto(Store* store, const PositionArray& positions, const
       char* base = static_cast<char*>(leaves[j].data_ptr());
       sinks[i].row_pieces.push_back({offsets[j], row_bytes[j], base + row[i] * row_bytes[j]});
     }
-    sinks[i].expected_payload = expected_payload;
+    sinks[i].expected_payload = payload_bytes;
     sink_ptrs[i] = &sinks[i];
   }
   std::vector<Status> statuses(n);

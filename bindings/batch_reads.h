@@ -29,12 +29,13 @@ pybind11::list GetBatchValues(Store* store, const PositionArray& positions, cons
 // payload bytes [offsets[j], offsets[j] + leaf row bytes) go to leaves[j]
 // row rows[i], one copy from the store. Each leaf is a contiguous CPU
 // tensor whose first dimension counts rows. A value whose meta differs from
-// `meta` (another structure, dtype or shape) is not this layout. Returns a
+// `meta` (another structure, dtype or shape) or whose payload is not
+// payload_bytes long is not this layout. Returns a
 // code per read: 0 read, 1 a miss, 2 not this layout (its rows hold
 // garbage; read it another way). Errors other than a miss raise.
 pybind11::array_t<int8_t> ReadInto(Store* store, const PositionArray& positions, const IdArray& ids,
                                    const IdArray& rows, const std::string& meta,
-                                   const std::vector<uint64_t>& offsets,
+                                   uint64_t payload_bytes, const std::vector<uint64_t>& offsets,
                                    const std::vector<at::Tensor>& leaves);
 
 // Store::Locate: 0 a miss, 1 in the RAM tier, 2 on the disk tier.

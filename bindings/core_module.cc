@@ -391,12 +391,14 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "read_into",
           [](PyStore& self, const opt4store::PositionArray& positions,
-             const opt4store::IdArray& ids, const opt4store::IdArray& rows, py::bytes meta, const std::vector<uint64_t>& offsets,
+             const opt4store::IdArray& ids, const opt4store::IdArray& rows, py::bytes meta,
+             uint64_t payload_bytes, const std::vector<uint64_t>& offsets,
              const std::vector<at::Tensor>& leaves) {
-            return opt4store::ReadInto(self.Checked(), positions, ids, rows, meta, offsets, leaves);
+            return opt4store::ReadInto(self.Checked(), positions, ids, rows, meta, payload_bytes,
+                                       offsets, leaves);
           },
           py::arg("positions"), py::arg("indices"), py::arg("rows"), py::arg("meta"),
-          py::arg("offsets"), py::arg("leaves"))
+          py::arg("payload_bytes"), py::arg("offsets"), py::arg("leaves"))
       .def(
           "locate",
           [](PyStore& self, const opt4store::IdArray& ids) {

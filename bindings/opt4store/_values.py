@@ -4,16 +4,25 @@ Tags (kept in the value header written by the C++ side, value.h):
   1  a torch.Tensor: dtype and shape in the header, the bytes as payload
      (encoded and decoded in C++).
   2  a numpy array: the same, rebuilt as an array.
-  3  a structure (tuple, list, dict) holding tensors, arrays and plain
-     Python values: a pickled skeleton in the header's user bytes, in which
-     each tensor or array is a leaf pointing at its bytes in the payload
-     (each leaf aligned to 64 bytes).
+  3  a structure (tuple, list, dict, and their subclasses: namedtuple,
+     OrderedDict, defaultdict...) holding tensors, arrays and plain Python
+     values: a pickled skeleton in the header's user bytes, in which each
+     tensor, array and Python number (int within int64, float, bool) is a
+     leaf pointing at its bytes in the payload, in traversal order (depth
+     first, containers in iteration order), each aligned to 64 bytes. So two
+     samples with the same structure, leaf dtypes and shapes, and the same
+     other plain values (strings, None) have identical meta bytes, whatever
+     their numbers: opt4store.DataLoader recognises a batch's layout by it.
+     Containers keep their types (the skeleton pickles their class); a class
+     pickle cannot name (defined inside a function) is kept as its plain
+     base type, with a warning.
   4  anything else picklable: pickle bytes as payload (slower; warns once).
   0  bytes that this package did not write (``opt4store import``): the
      payload as a uint8 tensor.
 Everything decoded is a fresh copy: no view into the store's memory.
 """
 
+import copy
 import pickle
 import warnings
 
@@ -29,7 +38,11 @@ TAG_PICKLE = 4
 
 _ALIGN = 64
 _PLAIN = (int, float, complex, str, bytes, bool, type(None))
+_INT64 = (-(1 << 63), 1 << 63)
+# Python numbers as leaves: kind, numpy dtype.
+_NUMBER_LEAVES = {"i": "<i8", "f": "<f8", "b": "|b1"}
 _warned_pickle = False
+_warned_types = set()
 
 
 class _Leaf:
@@ -81,6 +94,20 @@ def _structurable(value, depth=0):
 
 def encode(value):
     """Returns (meta bytes, payload buffer) for a value that is not a tensor."""
+    meta, chunks, size = encode_parts(value)
+    if len(chunks) == 1 and chunks[0][0] == 0 and chunks[0][1].nbytes == size:
+        return meta, chunks[0][1]
+    payload = np.zeros(size, np.uint8)
+    for offset, data in chunks:
+        payload[offset:offset + data.nbytes] = data
+    return meta, payload
+
+
+def encode_parts(value):
+    """(meta bytes, [(offset, uint8 array)], payload size): encode() without
+    building the payload, for a caller that copies the pieces where they go
+    (opt4store.DataLoader writes each leaf into its batch tensor). The arrays
+    may be views of value's own memory."""
     global _warned_pickle
     if isinstance(value, np.ndarray) and _supported_array(value):
         shape = value.shape  # ascontiguousarray makes a 0-d array 1-d
@@ -89,7 +116,8 @@ def encode(value):
             a = a.astype(a.dtype.newbyteorder("<"))
         meta = _core.encode_header(a.dtype.str if a.dtype.itemsize > 1 else a.dtype.name,
                                    list(shape), TAG_NUMPY, b"")
-        return meta, a.reshape(-1).view(np.uint8) if a.size else np.empty(0, np.uint8)
+        data = a.reshape(-1).view(np.uint8) if a.size else np.empty(0, np.uint8)
+        return meta, [(0, data)], data.nbytes
     if isinstance(value, (tuple, list, dict)) and _structurable(value):
         chunks = []
         size = 0
@@ -106,12 +134,12 @@ def encode(value):
                     a = a.astype(a.dtype.newbyteorder("<"))
                 data = a.reshape(-1).view(np.uint8) if a.size else np.empty(0, np.uint8)
                 leaf = _Leaf("a", a.dtype.str, v.shape, size, data.nbytes)
-            elif isinstance(v, tuple):
-                return tuple(flatten(x) for x in v)
-            elif isinstance(v, list):
-                return [flatten(x) for x in v]
-            elif isinstance(v, dict):
-                return {k: flatten(x) for k, x in v.items()}
+            elif _number_kind(v) is not None:
+                kind = _number_kind(v)
+                data = np.array([v], dtype=_NUMBER_LEAVES[kind]).view(np.uint8)
+                leaf = _Leaf(kind, _NUMBER_LEAVES[kind], (), size, data.nbytes)
+            elif isinstance(v, (tuple, list, dict)):
+                return _rebuild_container(v, flatten)
             else:
                 return v
             chunks.append((size, data))
@@ -119,18 +147,73 @@ def encode(value):
             return leaf
 
         skeleton = flatten(value)
-        payload = np.zeros(size, np.uint8)
-        for offset, data in chunks:
-            payload[offset:offset + data.nbytes] = data
-        user = pickle.dumps(skeleton, protocol=pickle.HIGHEST_PROTOCOL)
-        return _core.encode_header("bytes", [size], TAG_STRUCT, user), payload
+        try:
+            user = pickle.dumps(skeleton, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, AttributeError, TypeError):
+            _warn_plain_types(value)
+            user = pickle.dumps(_plain_containers(skeleton), protocol=pickle.HIGHEST_PROTOCOL)
+        return _core.encode_header("bytes", [size], TAG_STRUCT, user), chunks, size
     if not _warned_pickle:
         _warned_pickle = True
         warnings.warn(
             f"opt4store: caching a {type(value).__name__} through pickle, which is slower "
             "than tensors, arrays, or tuples/lists/dicts of them", RuntimeWarning, stacklevel=4)
     data = np.frombuffer(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), np.uint8)
-    return _core.encode_header("bytes", [data.nbytes], TAG_PICKLE, b""), data
+    return _core.encode_header("bytes", [data.nbytes], TAG_PICKLE, b""), [(0, data)], data.nbytes
+
+
+def _number_kind(v):
+    """The leaf kind of a Python number stored as a leaf, else None."""
+    if type(v) is bool:
+        return "b"
+    if type(v) is int and _INT64[0] <= v < _INT64[1]:
+        return "i"
+    if type(v) is float:
+        return "f"
+    return None
+
+
+def _rebuild_container(v, fn):
+    """v's container, of v's own type, holding fn of each element."""
+    if isinstance(v, tuple):
+        items = [fn(x) for x in v]
+        if hasattr(v, "_fields"):  # a namedtuple
+            return type(v)(*items)
+        return tuple(items) if type(v) is tuple else type(v)(items)
+    if isinstance(v, list):
+        out = [fn(x) for x in v]
+        if type(v) is list:
+            return out
+        copied = copy.copy(v)
+        copied[:] = out
+        return copied
+    if type(v) is dict:
+        return {k: fn(x) for k, x in v.items()}
+    copied = copy.copy(v)  # a dict subclass keeps its extras (default_factory)
+    for k in v:
+        copied[k] = fn(v[k])
+    return copied
+
+
+def _plain_containers(skeleton):
+    """The skeleton with every container as its plain base type."""
+    if isinstance(skeleton, tuple):
+        return tuple(_plain_containers(x) for x in skeleton)
+    if isinstance(skeleton, list):
+        return [_plain_containers(x) for x in skeleton]
+    if isinstance(skeleton, dict):
+        return {k: _plain_containers(x) for k, x in skeleton.items()}
+    return skeleton
+
+
+def _warn_plain_types(value):
+    name = type(value).__name__
+    if name not in _warned_types:
+        _warned_types.add(name)
+        warnings.warn(
+            f"opt4store: a {name} value holds a container class that pickle cannot name "
+            "(defined inside a function?); the store keeps its plain tuple/list/dict type. "
+            "Define the class at module level to keep it.", RuntimeWarning, stacklevel=5)
 
 
 def _rebuild(skeleton, payload):
@@ -140,16 +223,15 @@ def _rebuild(skeleton, payload):
             dtype = _NAME_TO_TORCH[skeleton.dtype]
             t = raw.view(dtype) if dtype is not torch.uint8 else raw
             return t.view(skeleton.shape)
+        if skeleton.kind in _NUMBER_LEAVES:
+            number = raw.numpy().view(np.dtype(skeleton.dtype))[0]
+            return {"i": int, "f": float, "b": bool}[skeleton.kind](number)
         # A copy: an array must not alias the payload tensor, whose storage
         # a DataLoader worker moves to shared memory (freeing the old one)
         # when it sends a tensor leaf of the same value to the main process.
         return raw.numpy().view(np.dtype(skeleton.dtype)).reshape(skeleton.shape).copy()
-    if isinstance(skeleton, tuple):
-        return tuple(_rebuild(x, payload) for x in skeleton)
-    if isinstance(skeleton, list):
-        return [_rebuild(x, payload) for x in skeleton]
-    if isinstance(skeleton, dict):
-        return {k: _rebuild(x, payload) for k, x in skeleton.items()}
+    if isinstance(skeleton, (tuple, list, dict)):
+        return _rebuild_container(skeleton, lambda x: _rebuild(x, payload))
     return skeleton
 
 

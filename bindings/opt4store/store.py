@@ -165,16 +165,17 @@ class Store:
                                        np.asarray(indices, dtype=np.int64))
         return [r if r is None or type(r) is torch.Tensor else _values.decode(r) for r in results]
 
-    def read_into(self, positions, indices, rows, meta, offsets, leaves):
+    def read_into(self, positions, indices, rows, meta, payload_bytes, offsets, leaves):
         """Reads each (position, index) into row rows[i] of every leaf tensor,
         one copy from the store: the payload bytes at offsets[j] go to
-        leaves[j]. For values whose meta equals ``meta``; returns a code per
-        read: 0 read, 1 a miss, 2 a value of another layout (its rows hold
-        garbage). opt4store.DataLoader assembles batches with it."""
+        leaves[j]. For values whose meta equals ``meta`` and whose payload is
+        payload_bytes long; returns a code per read: 0 read, 1 a miss, 2 a
+        value of another layout (its rows hold garbage). opt4store.DataLoader
+        assembles batches with it."""
         return self._core.read_into(np.asarray(positions, dtype=np.uint64),
                                     np.asarray(indices, dtype=np.int64),
-                                    np.asarray(rows, dtype=np.int64), meta, list(offsets),
-                                    list(leaves))
+                                    np.asarray(rows, dtype=np.int64), meta, int(payload_bytes),
+                                    list(offsets), list(leaves))
 
     def mark_consumed(self, positions, indices):
         """Marks plan positions as read without reading them (a loader that

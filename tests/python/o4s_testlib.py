@@ -5,6 +5,7 @@ and child interpreters can import the datasets and collate functions by
 name: tests/python is on sys.path both in pytest and in those children.
 """
 
+import collections
 import heapq
 import json
 import os
@@ -388,3 +389,12 @@ def run_planned_in_child(**kwargs):
     """run_planned in a second interpreter."""
     kwargs = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in kwargs.items()}
     return run_child(RUN_PLANNED_CHILD, json.dumps(kwargs))
+
+
+# ---------------------------------------------------------------- container types
+
+Pair = collections.namedtuple("Pair", "image label")
+
+
+class Tagged(list):
+    """A list subclass, to check that a stored structure keeps its type."""

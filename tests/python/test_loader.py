@@ -5,7 +5,8 @@ drop_last) and the same len(); and it resumes from a state_dict at every
 batch boundary."""
 
 import collections
-import random
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -227,6 +228,48 @@ def test_worker_error_reaches_the_loop_with_its_traceback(tmp_path):
         list(loader)
     assert "sample 17 is broken" in str(e.value)
     assert "boom" in str(e.value)  # the worker's traceback, as torch shows it
+    store.close()
+
+
+def test_kept_batches_and_views_stay_right(tmp_path):
+    """Batch memory is reused only when nothing references it: neither the
+    batch, nor a view of it kept by the loop."""
+    store, sampler, ds = cached(tmp_path, "s", pair_sample, epochs=3, ram_items=N)
+    views, kept = [], []
+    for epoch in range(3):
+        for k, (images, labels) in enumerate(opt4store.DataLoader(ds, sampler=sampler,
+                                                                  batch_size=8)):
+            ids = sampler.plan[epoch * N + k * 8:epoch * N + min((k + 1) * 8, N)]
+            views.append((images[1:3], ids[1:3]))  # a view: the batch itself is dropped
+            if k % 2:
+                kept.append((images, labels, ids))
+    for view, ids in views:
+        assert_same(view, torch.stack([tensor_sample(int(i)) for i in ids]))
+    for images, labels, ids in kept:
+        assert_same(images, torch.stack([tensor_sample(int(i)) for i in ids]))
+        assert labels.tolist() == [int(i) % 7 for i in ids]
+    store.close()
+
+
+def killed_at_17(i):
+    if i == 17 and torch.utils.data.get_worker_info() is not None:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return tensor_sample(i)
+
+
+def test_a_killed_worker_is_an_error_never_a_wrong_batch(tmp_path):
+    store, sampler, ds = cached(tmp_path, "s", killed_at_17, epochs=1)
+    loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=8, num_workers=2,
+                                  multiprocessing_context="fork", timeout=30)
+    got = []
+    with pytest.raises(RuntimeError) as e:
+        for batch in loader:
+            got.append(batch)
+    assert "killed" in str(e.value) or "exited unexpectedly" in str(e.value), str(e.value)
+    for k, batch in enumerate(got):  # every batch before the error is right
+        ids = sampler.plan[k * 8:(k + 1) * 8]
+        assert_same(batch, torch.stack([tensor_sample(int(i)) for i in ids]), f"batch {k}")
+    assert 17 not in sampler.plan[:len(got) * 8]
     store.close()
 
 

@@ -3,6 +3,7 @@ type, dtype, shape and values), as a fresh object, for tensors of every
 dtype and shape, numpy arrays, nested structures, pickled objects and
 items of varying sizes; from the RAM tier and from the disk tier."""
 
+import math
 import warnings
 
 import numpy as np
@@ -400,3 +401,81 @@ def test_variable_dataset_helper_is_deterministic():
     a, b = VariableDataset(10), VariableDataset(10)
     for i in range(10):
         assert_same(a[i], b[i])
+
+
+def container_samples():
+    from o4s_testlib import Pair, Tagged
+    import collections
+    counts = collections.defaultdict(int, {"a": 1})
+    return [
+        Pair(torch.arange(4), 3),
+        {"pair": Pair(torch.ones(2), -1), "names": ["x", "y"]},
+        collections.OrderedDict([("b", torch.zeros(3)), ("a", 2.5)]),
+        counts,
+        Tagged([torch.ones(1), True]),
+    ]
+
+
+@pytest.mark.parametrize("disk", [0, "16MiB"])
+def test_container_types_survive_the_cache(store_path, disk):
+    items = container_samples()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        ds, store = cached(store_path, items, ram=None, ram_items=1 if disk else len(items),
+                           disk=disk)
+        try:
+            first, second = read_twice(ds, len(items))
+            for i, want in enumerate(items):
+                assert_same(first[i], want, f"first read {i}")
+                assert_same(second[i], want, f"stored {i}")
+            assert second[3].default_factory is int  # a defaultdict keeps its factory
+            assert second[3]["missing"] == 0
+        finally:
+            store.close()
+
+
+def test_numbers_in_structures_are_exact(store_path):
+    items = [(2 ** 62 + 1, -0.0, True, False, 1e308, -(2 ** 63)), (2 ** 70, float("nan")),
+             [float("inf"), -1, 0]]
+    ds, store = cached(store_path, items)
+    try:
+        for i, want in enumerate(items):
+            got = ds[i]
+            got_again = ds[i]
+            for value in (got, got_again):
+                assert type(value) is type(want)
+                for a, b in zip(value, want):
+                    assert type(a) is type(b), (a, b)
+                    assert a == b or (a != a and b != b), (a, b)
+                    if isinstance(b, float) and b == 0:
+                        assert math.copysign(1, a) == math.copysign(1, b)
+    finally:
+        store.close()
+
+
+def test_same_structure_same_meta_whatever_the_numbers():
+    from opt4store import _values
+    a = _values.encode((torch.zeros(3, 2), 1, 0.5, True, "cat"))[0]
+    b = _values.encode((torch.ones(3, 2), 7, -2.0, False, "cat"))[0]
+    c = _values.encode((torch.ones(3, 2), 7, -2.0, False, "dog"))[0]
+    d = _values.encode((torch.ones(2, 3), 7, -2.0, False, "cat"))[0]
+    assert a == b
+    assert a != c and a != d  # other strings, other shapes: other layouts
+    leaves = _values.layout(a)
+    assert [leaf[0] for leaf in leaves] == ["t", "i", "f", "b"]
+    assert [leaf[3] % 64 for leaf in leaves] == [0, 0, 0, 0]
+
+
+def test_a_class_pickle_cannot_name_keeps_its_plain_type(store_path):
+    import collections
+    Local = collections.namedtuple("Local", "x y")
+    ds, store = cached(store_path, [Local(torch.ones(2), 5)])
+    try:
+        with pytest.warns(RuntimeWarning, match="pickle cannot name"):
+            first = ds[0]
+        assert type(first) is Local  # the first read returns the source's value
+        second = ds[0]
+        assert type(second) is tuple
+        assert_same(second, (torch.ones(2), 5))
+    finally:
+        store.close()
