@@ -5,9 +5,10 @@ It writes a few hundred 512x512 JPEGs (seeded noise over gradients, so that
 decoding does real work), whose Dataset decodes each one and resizes it to
 256x256 (PIL), returning a uint8 tensor. Then:
 
-  plain       3 shuffled epochs through the plain Dataset;
-  opt4store   the same 3 epochs (same shuffle) through CachedDataset, with
-              RAM for 30% of the decoded bytes plus a disk tier for all;
+  plain       3 shuffled epochs through the plain Dataset (torch's DataLoader);
+  opt4store   the same 3 epochs (same shuffle) through opt4store.DataLoader
+              over a CachedDataset, with RAM for 30% of the decoded bytes
+              plus a disk tier for all;
   restart     a new process opens the same store and reads a 4th epoch,
               against a 4th plain epoch.
 
@@ -94,8 +95,17 @@ class WithIndex(torch.utils.data.Dataset):
 
 
 def loader_for(ds, sampler, workers):
+    """torch's DataLoader over the plain dataset."""
     return torch.utils.data.DataLoader(WithIndex(ds), sampler=sampler, batch_size=32,
                                        num_workers=workers, persistent_workers=workers > 0)
+
+
+def cached_loader(ds, store, sampler, workers):
+    """The one-line change: opt4store.DataLoader over a CachedDataset of the
+    same (image, index) samples."""
+    return opt4store.DataLoader(opt4store.CachedDataset(WithIndex(ds), store, sampler),
+                                sampler=sampler, batch_size=32, num_workers=workers,
+                                persistent_workers=workers > 0)
 
 
 def restart_child(args):
@@ -104,8 +114,7 @@ def restart_child(args):
     store = opt4store.Store(args.store_dir)
     sampler = opt4store.PlannedSampler(
         torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(1)), epochs=1)
-    cached = opt4store.CachedDataset(ds, store, sampler)
-    times, first = run_epochs(loader_for(cached, sampler, args.workers), 1)
+    times, first = run_epochs(cached_loader(ds, store, sampler, args.workers), 1)
     stats = store.stats()
     store.close()
     print(json.dumps({"time": times[0], "first_batch": first, "stats": stats}))
@@ -164,9 +173,8 @@ def main():
     store = opt4store.Store(store_dir, ram=ram, disk=decoded * 2)
     sampler = opt4store.PlannedSampler(torch.utils.data.RandomSampler(ds, generator=gen()),
                                        epochs=epochs)
-    cached = opt4store.CachedDataset(ds, store, sampler)
     per_epoch = []
-    loader = loader_for(cached, sampler, args.workers)
+    loader = cached_loader(ds, store, sampler, args.workers)
     store_times = []
     previous = dict(store.stats())
     for e in range(epochs):

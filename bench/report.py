@@ -9,6 +9,8 @@ bench/results/) and skips the rest, saying so in the report:
   python_bench.json  bench/python_bench.py: per-read overhead, DataLoader
   store_bench.json   store_bench: RAM hit, disk speed, prefetch wait share
   e2e.json           bench/e2e_bench.py: epoch time per configuration
+  loader.json        bench/loader_bench.py: torch's DataLoader against
+                     opt4store.DataLoader (report_loader.py)
                      ({"machine": ..., "configs": {name: {"workers":
                      {"0": {"epoch_times": [...], ...}}}}}); partial is fine
 
@@ -34,6 +36,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_loader import section_loader  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 POLICY_STYLE = {
@@ -699,6 +704,11 @@ def main():
         lines += section_e2e(e2e, p, plots, rel)
     else:
         missing.append("e2e.json (bench/e2e_bench.py)")
+    ld, p = load(args.results, "loader.json")
+    if ld is not None:
+        lines += section_loader(ld, p, plots, rel, machine_line, save_plot)
+    else:
+        missing.append("loader.json (bench/loader_bench.py)")
     gb, p = load(args.results, "gpu_bench.json")
     if gb is not None:
         lines += section_gpu(gb, p)

@@ -16,11 +16,13 @@
 #   5. store_bench            the Store's prefetch against a reader at disk
 #                             speed, RAM per id (bench/STORE.md)
 #   6. bench/e2e_bench.py     end-to-end epoch times
-#   7. bench/gpu_bench.py     timm training on a GPU; without CUDA it records
+#   7. bench/loader_bench.py  torch's DataLoader against opt4store.DataLoader
+#   8. bench/gpu_bench.py     timm training on a GPU; without CUDA it records
 #                             that it skipped (bench/gpu_device.sh)
-#   8. bench/report.py        bench/REPORT.md and bench/report/*.png
+#   9. bench/report.py        bench/REPORT.md and bench/report/*.png
 #
-# About 10 minutes on the 2-core machine (disk_bench 3.5, e2e 3.2, store 1.3);
+# About 11 minutes on the 2-core machine (disk_bench 3.5, e2e 3.2, store 1.3,
+# loader 1);
 # --quick about 1.5. --cxx first adds the engine's benchmarks of issue 2
 # (policy_bench, memory_bench, sizes_bench: about 9 more minutes), which
 # bench/README.md quotes and the report does not.
@@ -119,6 +121,11 @@ E2E_DIR=$(mktemp -d /var/tmp/opt4store-suite-e2e.XXXXXX)
 step e2e_bench "$PYTHON" "$BENCH_SRC/e2e_bench.py" "${QUICK[@]}" --dir "$E2E_DIR" \
   --json "$OUT_DIR/e2e.json"
 rm -rf -- "$E2E_DIR"
+
+LOADER_DIR=$(mktemp -d /var/tmp/opt4store-suite-loader.XXXXXX)
+step loader_bench "$PYTHON" "$BENCH_SRC/loader_bench.py" "${QUICK[@]}" --dir "$LOADER_DIR" \
+  --json "$OUT_DIR/loader.json"
+rm -rf -- "$LOADER_DIR"
 
 # Without CUDA it records why it skipped (or keeps an earlier GPU machine's
 # results); bench/gpu_device.sh runs it on a lent GPU machine.

@@ -193,6 +193,21 @@ class _Layout:
 
 
 _slot_cache = {}
+_layout_cache = {}
+
+
+def _layout_of(value):
+    """value's _Layout, the one an earlier loader made for the same meta
+    when there is one: its batch pool and nesting are ready (users make a
+    loader per epoch; a new pool page-faults its first batches again)."""
+    meta = _encode(value)[0]
+    layout = _layout_cache.get(meta)
+    if layout is None:
+        layout = _Layout(value)
+        if len(_layout_cache) >= 4:
+            _layout_cache.clear()
+        _layout_cache[meta] = layout
+    return layout
 
 
 def _shared_slots(layout, rows, count):
@@ -497,7 +512,7 @@ class DataLoader:
         if first is None:
             first = ds.load_miss(first_position, first_index)
         try:
-            layout = _Layout(first if ds.transform is None else _probe(ds.transform, first))
+            layout = _layout_of(first if ds.transform is None else _probe(ds.transform, first))
         except _NoLayout:
             layout = None
         if layout is None:

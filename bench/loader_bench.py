@@ -1,0 +1,459 @@
+#!/usr/bin/env python3
+"""The path from the store into the training step (issue 13): torch's
+DataLoader against opt4store.DataLoader, as users run them.
+
+Setup (the issue's): bench/demo.py's JPEGs (512x512, decoded and resized to
+3x256x256 uint8 on every access), each sample (image, index), batch 32,
+shuffled, the same number of workers for every loader (2 by default), a new
+loader for every epoch, 3 epochs, then a restart (a new process reopens the
+store and reads one epoch). RAM for 30% of the decoded bytes plus the disk
+tier. Loaders:
+
+  no_cache      torch's DataLoader over the plain dataset
+  torch_cached  torch's DataLoader over a CachedDataset (its __getitems__)
+  opt4store     opt4store.DataLoader over a CachedDataset
+
+Then, with a RAM budget that holds the whole dataset (no disk tier):
+  - a cached epoch of opt4store.DataLoader (workers as above) against the
+    ideal in one process: the faster of torch.stack over the samples held in
+    a list, and a copy of each sample into a batch buffer that is reused;
+  - the same against torch's DataLoader over that in-memory list (same
+    workers);
+  - whether a cached epoch started any worker process.
+And a cheap random transform (flip + convert to float, transform=) against
+the plain dataset with the same transform; and Store.read_into of RAM hits
+(150 KiB items, batch 64, into a batch tensor) against a plain copy of the
+same bytes (torch's copy_, memcpy) in the same process.
+
+Every batch of every cached loader is checked: each sample's index says what
+it must be, and CHECKED indices are compared with a fresh decode
+(torch.equal); a mismatch makes the exit status 1. Goals are printed with
+their ratios; a missed goal says MISSED and does not change the exit status.
+
+Usage: PYTHONPATH=<build>/python /usr/bin/python3 bench/loader_bench.py
+       [--quick] [--images N] [--workers W] [--dir DIR] [--json FILE]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+
+import torch
+import torch.utils.data
+
+import opt4store
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from demo import OUT, JpegDataset  # noqa: E402
+from e2e_bench import image_set  # noqa: E402
+
+BATCH = 32
+RAM_RATIO = 0.3
+SEED = 1
+RESTART_SEED = 99
+CHECKED = 64
+LOADERS = ("no_cache", "torch_cached", "opt4store")
+
+
+class Labeled(torch.utils.data.Dataset):
+    """(image, index): the index lets every batch be checked."""
+
+    def __init__(self, ds):
+        self.ds = ds
+
+    def __len__(self):
+        return len(self.ds)
+
+    def __getitem__(self, i):
+        return self.ds[int(i)], int(i)
+
+
+class InMemory(torch.utils.data.Dataset):
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[int(i)]
+
+
+def flip_float(sample):
+    """A cheap random augmentation: a horizontal flip half the time, then
+    uint8 -> float32 in [0, 1]."""
+    image, index = sample
+    if torch.rand(()) < 0.5:
+        image = image.flip(-1)
+    return image.float().div_(255), index
+
+
+class Transformed(torch.utils.data.Dataset):
+    def __init__(self, ds, transform):
+        self.ds, self.transform = ds, transform
+
+    def __len__(self):
+        return len(self.ds)
+
+    def __getitem__(self, i):
+        return self.transform(self.ds[i])
+
+
+class Checker:
+    """Each sample against its index: its label, and for CHECKED indices the
+    decoded image (transformed batches: the label only)."""
+
+    def __init__(self, reference):
+        self.reference = reference
+        self.checked = self.wrong = self.samples = 0
+
+    def __call__(self, batch, images=True):
+        x, idx = batch
+        self.samples += len(idx)
+        if images:
+            for k, i in enumerate(idx.tolist()):
+                ref = self.reference.get(i)
+                if ref is not None:
+                    self.checked += 1
+                    self.wrong += not torch.equal(x[k], ref)
+
+
+def torch_loader(ds, sampler, workers):
+    return torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH,
+                                       num_workers=workers)
+
+
+def epoch(loader, check, expected_order=None, images=True):
+    """(seconds, batches); checks each batch, outside the timed part."""
+    t0 = time.perf_counter()
+    checking = 0.0
+    order = []
+    for batch in loader:
+        c0 = time.perf_counter()
+        check(batch, images)
+        order.extend(batch[1].tolist())
+        checking += time.perf_counter() - c0
+    elapsed = time.perf_counter() - t0 - checking
+    if expected_order is not None and order != expected_order:
+        check.wrong += 1
+    return elapsed
+
+
+def run_loader(name, jpeg, store_dir, decoded, workers, epochs, reference):
+    check = Checker(reference)
+    shuffle = torch.utils.data.RandomSampler(jpeg, generator=torch.Generator().manual_seed(SEED))
+    times = []
+    store = None
+    if name == "no_cache":
+        for _ in range(epochs):
+            times.append(epoch(torch_loader(Labeled(jpeg), shuffle, workers), check))
+    else:
+        shutil.rmtree(store_dir, ignore_errors=True)
+        store = opt4store.Store(store_dir, ram=int(decoded * RAM_RATIO), disk=decoded * 2)
+        sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
+        ds = opt4store.CachedDataset(Labeled(jpeg), store, sampler)
+        for e in range(epochs):
+            order = sampler.plan[e * len(jpeg):(e + 1) * len(jpeg)].tolist()
+            loader = torch_loader(ds, sampler, workers) if name == "torch_cached" else \
+                opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=workers)
+            times.append(epoch(loader, check, order))
+        stats = store.stats()
+        store.close()
+    result = {"epoch_times": times, "checked": check.checked, "wrong": check.wrong,
+              "samples": check.samples,
+              "stats": {k: stats[k] for k in ("hits_ram", "hits_disk", "source_loads",
+                                              "prefetched", "expect_timeouts")}
+              if store is not None else None}
+    rs = restart(store_dir, name, workers, len(jpeg), os.path.dirname(jpeg.files[0]))
+    result.update(restart_time=rs["time"], restart_first_batch=rs["first_batch"])
+    result["checked"] += rs["checked"]
+    result["wrong"] += rs["wrong"]
+    return result
+
+
+def restart(store_dir, name, workers, n, images_dir):
+    spec = {"store_dir": store_dir, "name": name, "workers": workers, "n": n,
+            "images_dir": images_dir}
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--restart-child",
+                            json.dumps(spec)], capture_output=True, text=True, env=os.environ)
+    if child.returncode != 0:
+        sys.stderr.write(child.stderr)
+        raise RuntimeError(f"restart child failed with status {child.returncode}")
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def restart_child(spec):
+    torch.set_num_threads(1)
+    jpeg = JpegDataset(spec["images_dir"])
+    check = Checker(reference_for(jpeg))
+    shuffle = torch.utils.data.RandomSampler(
+        jpeg, generator=torch.Generator().manual_seed(RESTART_SEED))
+    t0 = time.perf_counter()  # the open counts
+    first = None
+    store = None
+    if spec["name"] == "no_cache":
+        loader = torch_loader(Labeled(jpeg), shuffle, spec["workers"])
+    else:
+        store = opt4store.Store(spec["store_dir"])
+        sampler = opt4store.PlannedSampler(shuffle, epochs=1)
+        ds = opt4store.CachedDataset(Labeled(jpeg), store, sampler)
+        loader = torch_loader(ds, sampler, spec["workers"]) if spec["name"] == "torch_cached" \
+            else opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH,
+                                      num_workers=spec["workers"])
+    checking = 0.0
+    for batch in loader:
+        if first is None:
+            first = time.perf_counter() - t0
+        c0 = time.perf_counter()
+        check(batch)
+        checking += time.perf_counter() - c0
+    elapsed = time.perf_counter() - t0 - checking
+    if store is not None:
+        store.close()
+    print(json.dumps({"time": elapsed, "first_batch": first, "checked": check.checked,
+                      "wrong": check.wrong}))
+
+
+def reference_for(jpeg):
+    g = torch.Generator().manual_seed(7)
+    picks = torch.randperm(len(jpeg), generator=g)[:min(CHECKED, len(jpeg))].tolist()
+    return {i: jpeg[i] for i in picks}
+
+
+# ---- all in RAM
+
+
+def all_in_ram(jpeg, store_dir, decoded, workers, epochs, reference):
+    """opt4store.DataLoader with every sample in RAM against the ideal and
+    against torch's DataLoader over an in-memory list."""
+    samples = [(jpeg[i], i) for i in range(len(jpeg))]
+    shuffle = torch.utils.data.RandomSampler(jpeg, generator=torch.Generator().manual_seed(SEED))
+    order = list(shuffle)
+    batches = [order[k:k + BATCH] for k in range(0, len(order), BATCH)]
+
+    def stack_epoch():
+        t0 = time.perf_counter()
+        for b in batches:
+            torch.stack([samples[i][0] for i in b])
+            torch.tensor([samples[i][1] for i in b])
+        return time.perf_counter() - t0
+
+    buffer = torch.empty((BATCH,) + tuple(samples[0][0].shape), dtype=samples[0][0].dtype)
+    labels = torch.empty(BATCH, dtype=torch.int64)
+
+    def copy_epoch():
+        t0 = time.perf_counter()
+        for b in batches:
+            for k, i in enumerate(b):
+                buffer[k].copy_(samples[i][0])
+                labels[k] = samples[i][1]
+        return time.perf_counter() - t0
+
+    ideal_stack = min(stack_epoch() for _ in range(epochs))
+    ideal_copy = min(copy_epoch() for _ in range(epochs))
+    check = Checker(reference)
+    list_times = [epoch(torch_loader(InMemory(samples), shuffle, workers), check)
+                  for _ in range(epochs)]
+
+    shutil.rmtree(store_dir, ignore_errors=True)
+    store = opt4store.Store(store_dir, ram=int(decoded * 1.25), disk=0)
+    sampler = opt4store.PlannedSampler(shuffle, epochs=epochs + 1)
+    ds = opt4store.CachedDataset(Labeled(jpeg), store, sampler)
+    started = []
+    real_iter = torch.utils.data.DataLoader.__iter__
+
+    def counting_iter(self):
+        started.append(self.num_workers)
+        return real_iter(self)
+
+    times = []
+    torch.utils.data.DataLoader.__iter__ = counting_iter
+    try:
+        for e in range(epochs + 1):
+            if e == 1:
+                started.clear()  # epoch 1 loads: its workers are expected
+            times.append(epoch(opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH,
+                                                    num_workers=workers), check))
+    finally:
+        torch.utils.data.DataLoader.__iter__ = real_iter
+    store.close()
+    return {"ideal_stack": ideal_stack, "ideal_copy": ideal_copy, "list_loader": list_times,
+            "opt4store": times, "worker_starts_cached": len(started),
+            "checked": check.checked, "wrong": check.wrong}
+
+
+# ---- a cheap random transform
+
+
+def with_transform(jpeg, store_dir, decoded, workers, epochs, reference):
+    check = Checker(reference)
+    shuffle = torch.utils.data.RandomSampler(jpeg, generator=torch.Generator().manual_seed(SEED))
+    plain = [epoch(torch_loader(Transformed(Labeled(jpeg), flip_float), shuffle, workers),
+                   check, images=False) for _ in range(epochs)]
+    shutil.rmtree(store_dir, ignore_errors=True)
+    store = opt4store.Store(store_dir, ram=int(decoded * RAM_RATIO), disk=decoded * 2)
+    sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
+    ds = opt4store.CachedDataset(Labeled(jpeg), store, sampler, transform=flip_float)
+    cached = []
+    for e in range(epochs):
+        order = sampler.plan[e * len(jpeg):(e + 1) * len(jpeg)].tolist()
+        cached.append(epoch(opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH,
+                                                 num_workers=workers), check, order,
+                            images=False))
+    store.close()
+    return {"no_cache": plain, "opt4store": cached, "wrong": check.wrong}
+
+
+# ---- read_into against memcpy
+
+
+def read_into_bandwidth(store_dir, rounds):
+    """GB/s of Store.read_into of 64 RAM hits of 150 KiB into a batch tensor,
+    and of torch's copy_ of the same bytes (a memcpy), in this process."""
+    n, item = 64, 150 * 1024
+    values = [torch.randint(0, 255, (item,), dtype=torch.uint8,
+                            generator=torch.Generator().manual_seed(i)) for i in range(n)]
+    store = opt4store.Store(None, ram=n * item * 2, disk=0)
+    ds = opt4store.CachedDataset(InMemory(values), store)
+    for i in range(n):
+        ds[i]
+    meta, _, payload_bytes = opt4store.loader._encode(values[0])
+    out = torch.empty((n, item), dtype=torch.uint8)
+    positions = [opt4store.NO_POSITION] * n
+    indices = list(range(n))
+    rows = list(range(n))
+    source = torch.stack(values)
+    best_store = best_copy = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        codes = store.read_into(positions, indices, rows, meta, payload_bytes, [0], [out])
+        best_store = min(best_store, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        out.copy_(source)
+        best_copy = min(best_copy, time.perf_counter() - t0)
+    ok = bool((codes == 0).all()) and torch.equal(out, source)
+    store.read_into(positions, indices, rows, meta, payload_bytes, [0], [out])
+    ok = ok and torch.equal(out, source)
+    store.close()
+    gb = n * item / 1e9
+    return {"store_gbps": gb / best_store, "memcpy_gbps": gb / best_copy,
+            "ratio": best_copy / best_store, "items": n, "item_bytes": item, "correct": ok}
+
+
+def later(times):
+    rest = times[1:]
+    return sum(rest) / len(rest)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--images", type=int, default=None)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--dir", default="/var/tmp/opt4store-loader")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--restart-child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.restart_child:
+        restart_child(json.loads(args.restart_child))
+        return 0
+    torch.set_num_threads(1)
+    n = args.images or (96 if args.quick else 400)
+    epochs = 3
+    workers = args.workers
+    here = os.path.dirname(os.path.abspath(__file__))
+    json_path = args.json or os.path.join(here, "results", "tmp" if args.quick else "",
+                                          "loader.json")
+    jpeg = image_set(args.dir, n)
+    decoded = n * 3 * OUT * OUT
+    reference = reference_for(jpeg)
+    store_dir = os.path.join(args.dir, "store")
+    machine = {"cores": os.cpu_count(), "cpu": platform.machine(),
+               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "load": list(os.getloadavg()), "torch": torch.__version__,
+               "python": platform.python_version()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        if names:
+            machine["cpu"] = names[0]
+    except OSError:
+        pass
+    settings = {"images": n, "jpeg_side": 512, "sample": f"(uint8 3x{OUT}x{OUT}, int index)",
+                "decoded_bytes": decoded, "ram_ratio": RAM_RATIO, "disk_bytes": decoded * 2,
+                "batch": BATCH, "workers": workers, "epochs": epochs,
+                "new_loader_each_epoch": True, "shuffle_seed": SEED,
+                "restart_seed": RESTART_SEED, "mode": "quick" if args.quick else "full"}
+    print(f"opt4store loader_bench: {n} JPEGs -> 3x{OUT}x{OUT}, batch {BATCH}, {workers} "
+          f"workers for every loader, RAM {RAM_RATIO:.0%} + disk, {epochs} epochs + restart; "
+          f"{machine['cores']} cores, load {machine['load'][0]:.1f}", flush=True)
+
+    results = {}
+    bad = 0
+    for name in LOADERS:
+        r = run_loader(name, jpeg, store_dir, decoded, workers, epochs, reference)
+        results[name] = r
+        bad += r["wrong"]
+        print(f"  {name:<13} epochs " + " ".join(f"{t:6.2f}" for t in r["epoch_times"]) +
+              f"  restart {r['restart_time']:6.2f} s (first batch "
+              f"{r['restart_first_batch'] * 1e3:.0f} ms)  checked {r['checked']}, "
+              f"wrong {r['wrong']}", flush=True)
+    ram = all_in_ram(jpeg, store_dir, decoded, workers, epochs, reference)
+    bad += ram["wrong"]
+    print(f"  all in RAM: opt4store epochs " + " ".join(f"{t:.3f}" for t in ram["opt4store"]) +
+          f"; ideal stack {ram['ideal_stack']:.3f}, copy {ram['ideal_copy']:.3f}; torch over a "
+          f"list " + " ".join(f"{t:.3f}" for t in ram["list_loader"]) +
+          f"; worker starts in cached epochs {ram['worker_starts_cached']}", flush=True)
+    tr = with_transform(jpeg, store_dir, decoded, workers, epochs, reference)
+    bad += tr["wrong"]
+    print(f"  flip + float: no cache " + " ".join(f"{t:.2f}" for t in tr["no_cache"]) +
+          "; opt4store " + " ".join(f"{t:.2f}" for t in tr["opt4store"]), flush=True)
+    bw = read_into_bandwidth(store_dir, 5 if args.quick else 30)
+    bad += not bw["correct"]
+    print(f"  read_into of 64 x 150 KiB RAM hits: {bw['store_gbps']:.1f} GB/s, copy_ "
+          f"{bw['memcpy_gbps']:.1f} GB/s ({bw['ratio']:.0%})", flush=True)
+    shutil.rmtree(store_dir, ignore_errors=True)
+
+    base = results["no_cache"]["epoch_times"]
+    ours = results["opt4store"]["epoch_times"]
+    ideal = min(ram["ideal_stack"], ram["ideal_copy"])
+    goals = [
+        ("cached epochs 2-3 vs no cache", later(base) / later(ours), ">=", 10.0),
+        ("restarted epoch vs no cache", later(base) / results["opt4store"]["restart_time"],
+         ">=", 8.0),
+        ("epoch 1 / no cache", ours[0] / base[0], "<=", 1.0),
+        ("all in RAM: cached epoch / ideal", later(ram["opt4store"]) / ideal, "<=", 1.2),
+        ("all in RAM: worker starts in cached epochs", ram["worker_starts_cached"], "<=", 0),
+        ("all in RAM: vs torch over an in-memory list", later(ram["list_loader"]) /
+         later(ram["opt4store"]), ">=", 10.0),
+        ("flip + float: cached epochs 2-3 vs no cache", later(tr["no_cache"]) /
+         later(tr["opt4store"]), ">=", 4.0),
+        ("read_into / memcpy bandwidth", bw["ratio"], ">=", 0.8),
+        ("torch_cached (old path) epochs 2-3 vs no cache",
+         later(base) / later(results["torch_cached"]["epoch_times"]), "info", None),
+    ]
+    print()
+    for what, value, op, goal in goals:
+        if op == "info":
+            print(f"  {what:<48} {value:7.2f}")
+            continue
+        met = value >= goal if op == ">=" else value <= goal
+        print(f"  {what:<48} {value:7.2f}  goal {op} {goal:g}" + ("" if met else "  MISSED"))
+    out = {"machine": machine, "settings": settings, "loaders": results, "all_in_ram": ram,
+           "transform": tr, "read_into": bw,
+           "goals": [{"what": w, "value": v, "op": o, "goal": g} for w, v, o, g in goals]}
+    os.makedirs(os.path.dirname(json_path), exist_ok=True)
+    with open(json_path, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"\nwrote {json_path}; wrong samples: {bad}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
