@@ -323,7 +323,7 @@ def read_into_bandwidth(store_dir, rounds):
     ds = opt4store.CachedDataset(InMemory(values), store)
     for i in range(n):
         ds[i]
-    meta, _, payload_bytes = opt4store.loader._encode(values[0])
+    meta, _, payload_bytes = opt4store._batch_layout.encode(values[0])
     out = torch.empty((n, item), dtype=torch.uint8)
     positions = [opt4store.NO_POSITION] * n
     indices = list(range(n))
