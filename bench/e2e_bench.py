@@ -198,8 +198,14 @@ def restart(images_dir, store_dir, options, workers, reference_n):
     """A new process: reopens the store (or the plain Dataset) and reads one epoch."""
     spec = {"images_dir": images_dir, "store_dir": store_dir, "options": options,
             "workers": workers, "reference_n": reference_n}
-    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--restart-child",
-                            json.dumps(spec)], capture_output=True, text=True, env=os.environ)
+    return run_child(os.path.abspath(__file__), spec)
+
+
+def run_child(script, spec):
+    """Runs `script --restart-child SPEC` in a new interpreter; its last
+    stdout line, as JSON."""
+    child = subprocess.run([sys.executable, script, "--restart-child", json.dumps(spec)],
+                           capture_output=True, text=True, env=os.environ)
     if child.returncode != 0:
         sys.stderr.write(child.stderr)
         raise RuntimeError(f"restart child failed with status {child.returncode}")

@@ -40,7 +40,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
 
@@ -51,7 +50,7 @@ import opt4store
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from demo import OUT, JpegDataset  # noqa: E402
-from e2e_bench import image_set  # noqa: E402
+from e2e_bench import image_set, run_child  # noqa: E402
 
 BATCH = 32
 RAM_RATIO = 0.3
@@ -180,12 +179,7 @@ def run_loader(name, jpeg, store_dir, decoded, workers, epochs, reference):
 def restart(store_dir, name, workers, n, images_dir):
     spec = {"store_dir": store_dir, "name": name, "workers": workers, "n": n,
             "images_dir": images_dir}
-    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--restart-child",
-                            json.dumps(spec)], capture_output=True, text=True, env=os.environ)
-    if child.returncode != 0:
-        sys.stderr.write(child.stderr)
-        raise RuntimeError(f"restart child failed with status {child.returncode}")
-    return json.loads(child.stdout.strip().splitlines()[-1])
+    return run_child(os.path.abspath(__file__), spec)
 
 
 def restart_child(spec):

@@ -4,7 +4,6 @@ offsets, dtypes and shapes of its leaves), the batch tensors it fills (one
 per leaf, from a pool that reuses memory nobody holds), how default_collate
 nests them, and the shared slots that workers write into."""
 
-import copy
 import sys
 
 import numpy as np
@@ -34,19 +33,8 @@ def _map_leaves(value, fn):
     types."""
     if _is_leaf(value):
         return fn(value)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(_map_leaves(v, fn) for v in value))
-    if isinstance(value, tuple):
-        return type(value)(_map_leaves(v, fn) for v in value)
-    if isinstance(value, list):
-        out = copy.copy(value)
-        out[:] = [_map_leaves(v, fn) for v in value]
-        return out
-    if isinstance(value, dict):
-        out = copy.copy(value)
-        for key in value:
-            out[key] = _map_leaves(value[key], fn)
-        return out
+    if isinstance(value, (tuple, list, dict)):
+        return _values.map_container(value, lambda v: _map_leaves(v, fn))
     return value
 
 
@@ -244,21 +232,12 @@ def _has_other_tensors(value):
 
 
 def _fill(node, leaves):
+    """The collated stand-in `node` with each marker tensor replaced by the
+    leaf tensor it names."""
     if isinstance(node, torch.Tensor):
         return leaves[int(node.reshape(-1)[0])]
-    if isinstance(node, tuple) and hasattr(node, "_fields"):
-        return type(node)(*(_fill(x, leaves) for x in node))
-    if isinstance(node, tuple):
-        return type(node)(_fill(x, leaves) for x in node)
-    if isinstance(node, list):
-        out = copy.copy(node)
-        out[:] = [_fill(x, leaves) for x in node]
-        return out
-    if isinstance(node, dict):
-        out = copy.copy(node)
-        for key in node:
-            out[key] = _fill(node[key], leaves)
-        return out
+    if isinstance(node, (tuple, list, dict)):
+        return _values.map_container(node, lambda x: _fill(x, leaves))
     return node
 
 

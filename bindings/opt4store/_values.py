@@ -139,7 +139,7 @@ def encode_parts(value):
                 data = np.array([v], dtype=_NUMBER_LEAVES[kind]).view(np.uint8)
                 leaf = _Leaf(kind, _NUMBER_LEAVES[kind], (), size, data.nbytes)
             elif isinstance(v, (tuple, list, dict)):
-                return _rebuild_container(v, flatten)
+                return map_container(v, flatten)
             else:
                 return v
             chunks.append((size, data))
@@ -173,8 +173,9 @@ def _number_kind(v):
     return None
 
 
-def _rebuild_container(v, fn):
-    """v's container, of v's own type, holding fn of each element."""
+def map_container(v, fn):
+    """v's container, of v's own type, holding fn of each element (a
+    namedtuple, a tuple/list/dict subclass such as defaultdict keep theirs)."""
     if isinstance(v, tuple):
         items = [fn(x) for x in v]
         if hasattr(v, "_fields"):  # a namedtuple
@@ -231,7 +232,7 @@ def _rebuild(skeleton, payload):
         # when it sends a tensor leaf of the same value to the main process.
         return raw.numpy().view(np.dtype(skeleton.dtype)).reshape(skeleton.shape).copy()
     if isinstance(skeleton, (tuple, list, dict)):
-        return _rebuild_container(skeleton, lambda x: _rebuild(x, payload))
+        return map_container(skeleton, lambda x: _rebuild(x, payload))
     return skeleton
 
 
