@@ -1,4 +1,7 @@
 #!/usr/bin/env python3
+# Longer than 600 lines because: one report, one section per results file
+# in a fixed order; new sections go in modules of their own
+# (report_loader.py).
 """Writes bench/REPORT.md and its PNG plots from the JSON results.
 
 Reads whichever of these exist in the results directory (default

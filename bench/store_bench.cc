@@ -78,6 +78,9 @@
 // Exit status: 1 on wrong bytes or a failed read, 2 with --enforce-goals
 // when the default row (depth 512, 1x on-demand speed) waits more than 5%
 // (median over the repetitions), 3 on a store error.
+// Longer than 600 lines because: one benchmark program (one options struct,
+// one JSON writer) whose scenarios share the store setup and run in one
+// process, so that their ratios come from the same run.
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/statfs.h>

@@ -3,6 +3,9 @@
 // reader is checked against the real format and not only against our own
 // writer), the errors and the messages that must name the culprit, and the
 // writer's round trips.
+// Longer than 600 lines because: one case list per number-file format
+// (.txt, .u32, .u64, .npy) over the same reader, in one binary (a test
+// binary links the whole store: about 15 s each on the 2-core CI machine).
 #include "opt4store/number_file.h"
 
 #include <cstdint>

@@ -12,6 +12,9 @@
 //     or NotFound, and Verify is OK.
 // Children never use Catch2: they tally, write a report to a pipe and exit
 // with a code; the parent asserts.
+// Longer than 600 lines because: the fork/kill fixtures (fork_child.h)
+// and the cases that need them stay in one binary (a test binary links the
+// whole store: about 15 s each on the 2-core CI machine).
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>

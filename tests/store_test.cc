@@ -4,6 +4,9 @@
 // the prefetch depth), drift, persistence and resume across reopen, disk ->
 // RAM prefetch, a full disk, a /dev/shm that is too small, a corrupt segment
 // record, argument checks and the Stats() identities.
+// Longer than 600 lines because: the one-process Store cases share the
+// helpers above; the batch cases are already in store_batch_test.cc, and a
+// test binary links the whole store (about 15 s each on the 2-core CI machine).
 #include "opt4store/store.h"
 
 #include <unistd.h>
