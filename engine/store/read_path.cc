@@ -148,11 +148,12 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       done[i] = 1;
     } else if (found) {
       where[i] = GetSource::kRam;
-    } else if (!owner_gone && PlanPosition(positions[i]) &&
+    } else if (!owner_gone && PlanPosition(positions[i]) && !ctl_->OnDisk(ids[i]) &&
                ctl_->ExpectedFrom(ids[i]) < positions[i] &&
                expect_timeouts_.load(std::memory_order_relaxed) < kMaxExpectTimeouts) {
-      // A reader of an earlier position is loading it for the policy: wait
-      // for its Put rather than load it twice.
+      // A reader of an earlier position is loading it from the source for
+      // the policy: wait for its Put rather than load it twice. (An item on
+      // disk is read from there: no Put may come for it.)
       const uint64_t version = ram_->Version(ids[i]);
       const uint64_t from = ctl_->ExpectedFrom(ids[i]);
       ItemId got = 0;
