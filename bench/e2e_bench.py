@@ -330,6 +330,23 @@ def per_read(ds, m, rounds, store_dir):
 # ---- report
 
 
+def machine_info():
+    """Cores, CPU model, date, load average, torch and Python, for a
+    benchmark's JSON."""
+    machine = {"cores": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
+               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "load": list(os.getloadavg()), "torch": torch.__version__,
+               "python": platform.python_version()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        if names:
+            machine["cpu"] = names[0]
+    except OSError:
+        pass
+    return machine
+
+
 def later(times):
     return sum(times[1:])
 
@@ -361,17 +378,7 @@ def main():
     decoded = n * 3 * OUT * OUT
     reference = reference_for(ds, n)
 
-    machine = {"cores": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
-               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "load": list(os.getloadavg()), "torch": torch.__version__,
-               "python": platform.python_version()}
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-        if names:
-            machine["cpu"] = names[0]
-    except OSError:
-        pass
+    machine = machine_info()
     settings = {"mode": "quick" if args.quick else "full", "images": n, "jpeg_side": 512,
                 "sample_shape": [3, OUT, OUT], "decoded_bytes": decoded,
                 "ram_ratio": RAM_RATIO, "ram_bytes": int(decoded * RAM_RATIO),

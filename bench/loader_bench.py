@@ -35,10 +35,8 @@ Usage: PYTHONPATH=<build>/python /usr/bin/python3 bench/loader_bench.py
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import shutil
 import sys
 import time
@@ -49,8 +47,8 @@ import torch.utils.data
 import opt4store
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from demo import OUT, JpegDataset  # noqa: E402
-from e2e_bench import image_set, run_child  # noqa: E402
+from demo import OUT, JpegDataset, WithIndex  # noqa: E402
+from e2e_bench import image_set, machine_info, run_child  # noqa: E402
 
 BATCH = 32
 RAM_RATIO = 0.3
@@ -58,19 +56,6 @@ SEED = 1
 RESTART_SEED = 99
 CHECKED = 64
 LOADERS = ("no_cache", "torch_cached", "opt4store")
-
-
-class Labeled(torch.utils.data.Dataset):
-    """(image, index): the index lets every batch be checked."""
-
-    def __init__(self, ds):
-        self.ds = ds
-
-    def __len__(self):
-        return len(self.ds)
-
-    def __getitem__(self, i):
-        return self.ds[int(i)], int(i)
 
 
 class InMemory(torch.utils.data.Dataset):
@@ -151,12 +136,12 @@ def run_loader(name, jpeg, store_dir, decoded, workers, epochs, reference):
     store = None
     if name == "no_cache":
         for _ in range(epochs):
-            times.append(epoch(torch_loader(Labeled(jpeg), shuffle, workers), check))
+            times.append(epoch(torch_loader(WithIndex(jpeg), shuffle, workers), check))
     else:
         shutil.rmtree(store_dir, ignore_errors=True)
         store = opt4store.Store(store_dir, ram=int(decoded * RAM_RATIO), disk=decoded * 2)
         sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
-        ds = opt4store.CachedDataset(Labeled(jpeg), store, sampler)
+        ds = opt4store.CachedDataset(WithIndex(jpeg), store, sampler)
         for e in range(epochs):
             order = sampler.plan[e * len(jpeg):(e + 1) * len(jpeg)].tolist()
             loader = torch_loader(ds, sampler, workers) if name == "torch_cached" else \
@@ -192,11 +177,11 @@ def restart_child(spec):
     first = None
     store = None
     if spec["name"] == "no_cache":
-        loader = torch_loader(Labeled(jpeg), shuffle, spec["workers"])
+        loader = torch_loader(WithIndex(jpeg), shuffle, spec["workers"])
     else:
         store = opt4store.Store(spec["store_dir"])
         sampler = opt4store.PlannedSampler(shuffle, epochs=1)
-        ds = opt4store.CachedDataset(Labeled(jpeg), store, sampler)
+        ds = opt4store.CachedDataset(WithIndex(jpeg), store, sampler)
         loader = torch_loader(ds, sampler, spec["workers"]) if spec["name"] == "torch_cached" \
             else opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH,
                                       num_workers=spec["workers"])
@@ -258,7 +243,7 @@ def all_in_ram(jpeg, store_dir, decoded, workers, epochs, reference):
     shutil.rmtree(store_dir, ignore_errors=True)
     store = opt4store.Store(store_dir, ram=int(decoded * 1.25), disk=0)
     sampler = opt4store.PlannedSampler(shuffle, epochs=epochs + 1)
-    ds = opt4store.CachedDataset(Labeled(jpeg), store, sampler)
+    ds = opt4store.CachedDataset(WithIndex(jpeg), store, sampler)
     started = []
     real_iter = torch.utils.data.DataLoader.__iter__
 
@@ -288,12 +273,12 @@ def all_in_ram(jpeg, store_dir, decoded, workers, epochs, reference):
 def with_transform(jpeg, store_dir, decoded, workers, epochs, reference):
     check = Checker(reference)
     shuffle = torch.utils.data.RandomSampler(jpeg, generator=torch.Generator().manual_seed(SEED))
-    plain = [epoch(torch_loader(Transformed(Labeled(jpeg), flip_float), shuffle, workers),
+    plain = [epoch(torch_loader(Transformed(WithIndex(jpeg), flip_float), shuffle, workers),
                    check, images=False) for _ in range(epochs)]
     shutil.rmtree(store_dir, ignore_errors=True)
     store = opt4store.Store(store_dir, ram=int(decoded * RAM_RATIO), disk=decoded * 2)
     sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
-    ds = opt4store.CachedDataset(Labeled(jpeg), store, sampler, transform=flip_float)
+    ds = opt4store.CachedDataset(WithIndex(jpeg), store, sampler, transform=flip_float)
     cached = []
     for e in range(epochs):
         order = sampler.plan[e * len(jpeg):(e + 1) * len(jpeg)].tolist()
@@ -368,17 +353,7 @@ def main():
     decoded = n * 3 * OUT * OUT
     reference = reference_for(jpeg)
     store_dir = os.path.join(args.dir, "store")
-    machine = {"cores": os.cpu_count(), "cpu": platform.machine(),
-               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "load": list(os.getloadavg()), "torch": torch.__version__,
-               "python": platform.python_version()}
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-        if names:
-            machine["cpu"] = names[0]
-    except OSError:
-        pass
+    machine = machine_info()
     settings = {"images": n, "jpeg_side": 512, "sample": f"(uint8 3x{OUT}x{OUT}, int index)",
                 "decoded_bytes": decoded, "ram_ratio": RAM_RATIO, "disk_bytes": decoded * 2,
                 "batch": BATCH, "workers": workers, "epochs": epochs,

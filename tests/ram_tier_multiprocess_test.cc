@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ram_test_values.h"
+#include "ram_tier_test_util.h"
 #include "fork_child.h"
 #include "test_util.h"
 #include "tiers/ram_tier.h"
@@ -45,15 +46,7 @@ std::string TestPrefix(const std::string& what) {
 }
 
 std::unique_ptr<RamTier> MakeTier(uint64_t capacity, uint64_t items, const std::string& what) {
-  RamTierOptions o;
-  o.capacity_bytes = capacity;
-  o.num_items = items;
-  o.name_prefix = TestPrefix(what);
-  std::unique_ptr<RamTier> t;
-  Status s = RamTier::Create(o, &t);
-  INFO(s.ToString());
-  REQUIRE(s.ok());
-  return t;
+  return opt4store_test::MakeRamTier(capacity, items, TestPrefix(what));
 }
 
 // The owner writes (id, version) straight into the arena: BeginInsert, fill, commit.

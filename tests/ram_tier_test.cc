@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ram_test_values.h"
+#include "ram_tier_test_util.h"
 #include "test_util.h"
 
 namespace opt4store {
@@ -45,15 +46,7 @@ std::string ShmPath(const std::string& name) { return "/dev/shm" + name; }
 
 std::unique_ptr<RamTier> MakeTier(uint64_t capacity, uint64_t items,
                                   const std::string& what = "ram") {
-  RamTierOptions o;
-  o.capacity_bytes = capacity;
-  o.num_items = items;
-  o.name_prefix = TestPrefix(what);
-  std::unique_ptr<RamTier> t;
-  Status s = RamTier::Create(o, &t);
-  INFO(s.ToString());
-  REQUIRE(s.ok());
-  return t;
+  return opt4store_test::MakeRamTier(capacity, items, TestPrefix(what));
 }
 
 Status InsertVersion(RamTier* t, ItemId id, uint64_t version, uint64_t min_size, uint64_t span) {

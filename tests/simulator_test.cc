@@ -18,6 +18,7 @@
 #include "opt4store/next_use.h"
 #include "opt4store/plan.h"
 #include "opt4store/policy.h"
+#include "policy_test_util.h"
 #include "test_util.h"
 
 namespace opt4store {
@@ -100,13 +101,9 @@ HandRun RunByHand(const SimulationOptions& o, PolicyKind kind, uint64_t capacity
   return r;
 }
 
+// The counters of two runs are the same (policy_test_util.h).
 void CheckCounters(const PolicyCounters& got, const PolicyCounters& want) {
-  CHECK(got.hits == want.hits);
-  CHECK(got.misses == want.misses);
-  CHECK(got.admissions == want.admissions);
-  CHECK(got.bypasses == want.bypasses);
-  CHECK(got.evictions == want.evictions);
-  CHECK(got.ambiguous == want.ambiguous);
+  policy_test::CheckSameCounters(got, want);
 }
 
 // Simulate() must equal the hand runs, point by point, policy by policy.

@@ -30,18 +30,24 @@ def noisy(value):
     return value + torch.rand(())
 
 
-@pytest.mark.parametrize("num_workers", [0, 2])
-def test_getitems_reads_whole_batches(tmp_path, counter, num_workers):
-    store = opt4store.Store(tmp_path / "store", ram_items=N // 2, disk="16MiB")
-    sampler = _planned(epochs=2)
-    ds = opt4store.CachedDataset(UniformDataset(N, counter=counter), store, sampler)
+def check_two_epochs(ds, sampler, num_workers, expected):
+    """Two epochs of torch's DataLoader over ds, each batch against
+    expected(index) stacked."""
     kwargs = dict(multiprocessing_context="fork") if num_workers else {}
     for epoch in range(2):
         loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH,
                                              num_workers=num_workers, **kwargs)
         for b, batch in enumerate(loader):
             ids = sampler.plan[epoch * N + b * BATCH:epoch * N + (b + 1) * BATCH]
-            assert_same(batch, torch.stack([uniform_item(i) for i in ids]), f"batch {b}")
+            assert_same(batch, torch.stack([expected(i) for i in ids]), f"batch {b}")
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_getitems_reads_whole_batches(tmp_path, counter, num_workers):
+    store = opt4store.Store(tmp_path / "store", ram_items=N // 2, disk="16MiB")
+    sampler = _planned(epochs=2)
+    ds = opt4store.CachedDataset(UniformDataset(N, counter=counter), store, sampler)
+    check_two_epochs(ds, sampler, num_workers, uniform_item)
     st = store.stats()
     assert counter.count == N  # each item loaded once: epoch 2 all from the store
     assert st["accesses"] == 2 * N and st["source_loads"] == N, st
@@ -72,13 +78,7 @@ def test_transform_runs_after_the_cache(tmp_path, num_workers):
     store = opt4store.Store(tmp_path / "store", ram_items=N, disk=0)
     sampler = _planned(epochs=2)
     ds = opt4store.CachedDataset(UniformDataset(N), store, sampler, transform=add_one)
-    kwargs = dict(multiprocessing_context="fork") if num_workers else {}
-    for epoch in range(2):
-        loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH,
-                                             num_workers=num_workers, **kwargs)
-        for b, batch in enumerate(loader):
-            ids = sampler.plan[epoch * N + b * BATCH:epoch * N + (b + 1) * BATCH]
-            assert_same(batch, torch.stack([uniform_item(i) + 1 for i in ids]), f"batch {b}")
+    check_two_epochs(ds, sampler, num_workers, lambda i: uniform_item(i) + 1)
     # The store keeps the untransformed value.
     assert_same(store.get(opt4store.NO_POSITION, 3), uniform_item(3))
     assert store.stats()["source_loads"] == N
