@@ -146,13 +146,20 @@ def encode_parts(value):
             size += (data.nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
             return leaf
 
-        skeleton = flatten(value)
         try:
-            user = pickle.dumps(skeleton, protocol=pickle.HIGHEST_PROTOCOL)
-        except (pickle.PicklingError, AttributeError, TypeError):
-            _warn_plain_types(value)
-            user = pickle.dumps(_plain_containers(skeleton), protocol=pickle.HIGHEST_PROTOCOL)
-        return _core.encode_header("bytes", [size], TAG_STRUCT, user), chunks, size
+            skeleton = flatten(value)
+        except (TypeError, ValueError):
+            # A container whose type cannot hold leaves (torch.Size of
+            # ints, a tuple subclass with its own constructor): the whole
+            # value goes through pickle below, which keeps every type.
+            skeleton = None
+        if skeleton is not None:
+            try:
+                user = pickle.dumps(skeleton, protocol=pickle.HIGHEST_PROTOCOL)
+            except (pickle.PicklingError, AttributeError, TypeError):
+                _warn_plain_types(value)
+                user = pickle.dumps(_plain_containers(skeleton), protocol=pickle.HIGHEST_PROTOCOL)
+            return _core.encode_header("bytes", [size], TAG_STRUCT, user), chunks, size
     if not _warned_pickle:
         _warned_pickle = True
         warnings.warn(

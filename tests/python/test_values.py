@@ -434,6 +434,28 @@ def test_container_types_survive_the_cache(store_path, disk):
             store.close()
 
 
+def test_containers_that_cannot_hold_leaves_keep_their_type(store_path):
+    """torch.Size (a tuple of ints) cannot be rebuilt around leaves: such a
+    value is pickled whole, with its type; a structseq is a structure."""
+    import collections
+    items = [(torch.Size([2, 3]), torch.ones(2)), torch.max(torch.tensor([[1., 5.], [3., 2.]]), 1),
+             collections.Counter({"a": 2, "b": 1})]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the pickle fallback's warning
+        ds, store = cached(store_path, items)
+        try:
+            first, second = read_twice(ds, len(items))
+            for i, want in enumerate(items):
+                for got in (first[i], second[i]):
+                    assert type(got) is type(want), (i, type(got))
+            assert second[0][0] == torch.Size([2, 3]) and torch.equal(second[0][1], torch.ones(2))
+            assert torch.equal(second[1].values, items[1].values)
+            assert torch.equal(second[1].indices, items[1].indices)
+            assert second[2] == items[2]
+        finally:
+            store.close()
+
+
 def test_numbers_in_structures_are_exact(store_path):
     items = [(2 ** 62 + 1, -0.0, True, False, 1e308, -(2 ** 63)), (2 ** 70, float("nan")),
              [float("inf"), -1, 0]]
