@@ -143,17 +143,21 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
   for (size_t i = 0; i < n; ++i) {
     if (done[i]) continue;
     bool found = false;
+    bool try_disk = false;
     statuses[i] = LookupRam(ids[i], sinks[i], &found);
     if (!statuses[i].ok()) {
       done[i] = 1;
     } else if (found) {
       where[i] = GetSource::kRam;
-    } else if (!owner_gone && PlanPosition(positions[i]) && !ctl_->OnDisk(ids[i]) &&
+    } else if (!owner_gone && PlanPosition(positions[i]) &&
+               (ctl_->ExpectedFrom(ids[i]) == 0 || !ctl_->OnDisk(ids[i])) &&
                ctl_->ExpectedFrom(ids[i]) < positions[i] &&
                expect_timeouts_.load(std::memory_order_relaxed) < kMaxExpectTimeouts) {
       // A reader of an earlier position is loading it from the source for
-      // the policy: wait for its Put rather than load it twice. (An item on
-      // disk is read from there: no Put may come for it.)
+      // the policy, or the prefetcher (expected from position 0) is reading
+      // it from disk: wait for it rather than load or read it twice. An
+      // item on disk that a reader was to load is read from disk: no Put
+      // comes for it.
       const uint64_t version = ram_->Version(ids[i]);
       const uint64_t from = ctl_->ExpectedFrom(ids[i]);
       ItemId got = 0;
@@ -179,16 +183,13 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         done[i] = 1;
       } else if (found) {
         where[i] = GetSource::kRam;
+      } else {
+        // Waited in vain, or the prefetcher did not keep it: the disk may
+        // still hold it.
+        try_disk = !owner_gone && ctl_->OnDisk(ids[i]);
       }
     } else if (!owner_gone && ctl_->OnDisk(ids[i])) {
-      from_disk.push_back(i);
-      if (!owner) {
-        // Ask the owner now; wait below, after every request is out.
-        versions.push_back(ram_->Version(ids[i]));
-        FetchMessage f{positions[i], ids[i], 0};
-        c.fetch_requests.fetch_add(1, std::memory_order_relaxed);
-        if (!queue_->TryPush(kMsgFetch, &f, sizeof(f)).ok()) versions.back() = kNever;
-      }
+      try_disk = true;
     } else if (owner && disk_) {
       // Put by this process and still on its way to the disk tier.
       statuses[i] = ReadPendingWrite(ids[i], sinks[i], &found);
@@ -196,6 +197,16 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         done[i] = 1;
       } else if (found) {
         where[i] = GetSource::kDisk;
+      }
+    }
+    if (try_disk) {
+      from_disk.push_back(i);
+      if (!owner) {
+        // Ask the owner now; wait below, after every request is out.
+        versions.push_back(ram_->Version(ids[i]));
+        FetchMessage f{positions[i], ids[i], 0};
+        c.fetch_requests.fetch_add(1, std::memory_order_relaxed);
+        if (!queue_->TryPush(kMsgFetch, &f, sizeof(f)).ok()) versions.back() = kNever;
       }
     }
   }
