@@ -158,29 +158,87 @@ def layout_of(value):
 
 
 def shared_slots(layout, rows, count):
-    """count slots of shared batch tensors for this layout. Kept for the
-    next loader over the same layout (users make a loader per epoch;
-    making them takes 0.2 s for float batches of 25 MiB here): one set,
-    the last one asked for."""
+    """A SharedSlots of count slots for this layout. Kept for the next
+    loader over the same layout (users make a loader per epoch; making them
+    takes 0.2 s for float batches of 25 MiB here): one set, the last one
+    asked for. Loaders that share it take slots from it, never the same one
+    at once."""
     key = (layout.meta, rows, count)
     slots = _slot_cache.get(key)
     if slots is None:
         _slot_cache.clear()
-        slots = _slot_cache[key] = [
-            [torch.empty((rows,) + shape, dtype=dtype).share_memory_()
-             for shape, dtype in zip(layout.shapes, layout.dtypes)] for _ in range(count)]
+        slots = _slot_cache[key] = SharedSlots(layout, rows, count)
     return slots
 
 
+class SharedSlots:
+    """Batch tensors in shared memory (one per leaf per slot) that workers
+    write rows into. A slot is taken for one batch's job and given back when
+    the main process has the batch; it may then be lent: the batch yielded
+    is the slot itself, with no copy. The tensors lent out reference the
+    slot's numpy arrays through their storage (as _BatchPool's do), so the
+    arrays' reference counts tell when nobody holds a lent slot any more,
+    and only then is it taken again. Slots made after the workers started
+    travel with their jobs (`known` says how many the workers hold)."""
+
+    def __init__(self, layout, rows, count):
+        self.layout, self.rows = layout, rows
+        self.tensors, self.arrays = [], []
+        self.busy = set()
+        for _ in range(count):
+            self._grow()
+        self.known = count
+
+    def _grow(self):
+        slot = [torch.empty((self.rows,) + shape, dtype=dtype).share_memory_()
+                for shape, dtype in zip(self.layout.shapes, self.layout.dtypes)]
+        self.tensors.append(slot)
+        self.arrays.append([t.view(-1).view(torch.uint8).numpy() if t.numel() else None
+                            for t in slot])
+
+    def held(self, k):
+        """True while a tensor lent from slot k is alive."""
+        # Held by self.arrays[k], by the loop variable and by getrefcount's
+        # argument: 3 when no tensor uses it.
+        return any(a is not None and sys.getrefcount(a) > 3 for a in self.arrays[k])
+
+    def held_count(self):
+        return sum(1 for k in range(len(self.tensors)) if k not in self.busy and self.held(k))
+
+    def take(self):
+        """A free slot's number, marked busy (a new slot when none is free)."""
+        for k in range(len(self.tensors)):
+            if k not in self.busy and not self.held(k):
+                self.busy.add(k)
+                return k
+        self._grow()
+        self.busy.add(len(self.tensors) - 1)
+        return len(self.tensors) - 1
+
+    def give_back(self, k):
+        self.busy.discard(k)
+
+    def lend(self, k, rows):
+        """Slot k's first `rows` rows as batch tensors that keep it held."""
+        out = []
+        for t, a, dtype, shape in zip(self.tensors[k], self.arrays[k], self.layout.dtypes,
+                                      self.layout.shapes):
+            if a is None:
+                out.append(torch.empty((rows,) + shape, dtype=dtype))
+            else:
+                out.append(torch.from_numpy(a).view(dtype).view((self.rows,) + shape)[:rows])
+        return out
+
+
 def copy_rows(leaf, rows, src):
-    """leaf[rows[k]] = src[k], by runs of consecutive rows (index_copy_ is
-    about 14 times slower than copy_ on uint8 images here)."""
+    """leaf[r] = src[r] for r in rows, by runs of consecutive rows
+    (index_copy_ is about 14 times slower than copy_ on uint8 images here)."""
     k = 0
     while k < len(rows):
         end = k + 1
         while end < len(rows) and rows[end] == rows[end - 1] + 1:
             end += 1
-        leaf[rows[k]:rows[k] + end - k].copy_(src[k:end])
+        leaf[rows[k]:rows[end - 1] + 1].copy_(src[rows[k]:rows[end - 1] + 1])
         k = end
 
 

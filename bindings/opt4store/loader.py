@@ -10,10 +10,15 @@ drop_last, len()). What differs is how a batch is made:
   tensor and a label tensor), with the GIL released: no per-sample Python,
   no pickling, one copy from the store into the batch.
 - Misses are loaded by the workers: only indices go to a worker; it loads
-  the sample from the dataset, stores it, and writes its leaves into a
-  shared slot (one per batch in flight, reused round-robin); the main
-  process copies those rows into the batch. Workers never pickle a sample
-  back. With num_workers=0 the main process loads them itself.
+  the sample from the dataset, stores it, and writes its leaves into the
+  batch's shared slot (a batch's misses are split across the workers); the
+  main process reads the batch's hits into the same slot and yields the
+  slot itself, no copy. A slot the training loop still holds is not written
+  again (reference counts tell); past two held slots, rows are copied out
+  instead. Workers never pickle a sample back. With num_workers=0 the main
+  process loads them itself.
+- A loop that stops before the epoch's end (break, an exception) marks the
+  positions it never read, so that the store does not wait for them.
 - The workers start only for an epoch that has misses (or a transform): an
   epoch that the store holds whole starts no worker process.
 - ``transform=`` of the CachedDataset runs on every read, after the cache:
@@ -31,8 +36,8 @@ reads a batch with one call into the store): correct, and slower.
 
 Assumptions, named: the loader's sampler is the CachedDataset's
 PlannedSampler (its plan drives the store), or a sampler whose reads are
-then unplanned; batches are yielded as fresh tensors (never a view of a
-buffer that a later batch reuses), so keeping a batch is safe.
+then unplanned; a batch's memory is written again only once no tensor or
+view of it is left, so keeping a batch is safe (it costs a new buffer).
 """
 
 import random
@@ -49,6 +54,12 @@ from .sampler import PlannedIndex, PlannedSampler
 from .store import NO_POSITION
 
 _default_collate = _batch_layout.default_collate
+
+# Lent slots the training loop may hold before batches are copied out of
+# them (the loop variable's batch, and one kept for a step).
+_LENT_SLOTS = 2
+# Misses are split across the workers in jobs of at least this many rows.
+_MIN_JOB_ROWS = 4
 
 
 def _first(batch):
@@ -68,17 +79,18 @@ class _Filler(torch.utils.data.Dataset):
         return 0
 
     def __getitem__(self, work):
-        number, slot, positions, indices, rows = work
-        return (number,) + _load_rows(self.dataset, self.layout, self.slots[slot],
+        number, slot, carried, positions, indices, rows = work
+        leaves = carried if carried is not None else self.slots[slot]
+        return (number,) + _load_rows(self.dataset, self.layout, leaves,
                                       np.asarray(positions, dtype=np.uint64),
-                                      np.asarray(indices, dtype=np.int64), rows, compact=True)
+                                      np.asarray(indices, dtype=np.int64), rows)
 
 
-def _load_rows(ds, layout, leaves, positions, indices, rows, compact, known=None):
+def _load_rows(ds, layout, leaves, positions, indices, rows, known=None):
     """Reads (positions[i], indices[i]) for rows[i], loading and storing the
-    misses, applies the dataset's transform, and writes each value into
-    `leaves` (at i when compact, else at rows[i]). known: {i: value} already
-    read. Returns (rows written, {row: value} of values of another layout)."""
+    misses, applies the dataset's transform, and writes each value into row
+    rows[i] of `leaves`. known: {i: value} already read. Returns (rows
+    written, {row: value} of values of another layout)."""
     known = known or {}
     todo = [k for k in range(len(rows)) if k not in known]
     loaded = ds.load_batch(positions[todo], indices[todo]) if todo else []
@@ -87,7 +99,7 @@ def _load_rows(ds, layout, leaves, positions, indices, rows, compact, known=None
     written, other = [], {}
     for k, row in enumerate(rows):
         value = values[k] if ds.transform is None else ds.transform(values[k])
-        if layout.write_row(leaves, k if compact else row, value):
+        if layout.write_row(leaves, row, value):
             written.append(int(row))
         else:
             other[int(row)] = value
@@ -166,6 +178,7 @@ class DataLoader:
         self._slots = None        # per job in flight: shared tensors, one per leaf
         self._job_list = None
         self._counted = 0         # indices of the epoch in progress handed out
+        self._yielded = 0         # its batches yielded
 
     def __len__(self):
         if self.batch_sampler is None:
@@ -243,6 +256,16 @@ class DataLoader:
     def _batches(self):
         plan, total = self._epoch_batches()
         self._counted = 0
+        self._yielded = 0
+        try:
+            yield from self._epoch(plan, total)
+        finally:
+            # A loop that stopped early never reads the rest of the epoch:
+            # the store must not wait for those positions.
+            for positions, indices in plan[self._yielded:]:
+                self.dataset.store.mark_consumed(positions, indices)
+
+    def _epoch(self, plan, total):
         if self._general():
             batches = _PlannedBatches(plan)
             for number, batch in enumerate(self._torch_loader(batches)):
@@ -288,13 +311,14 @@ class DataLoader:
         last batch, the whole epoch (drop_last's tail included), so that a
         state_dict taken then resumes at the next epoch."""
         self._counted = total if last else self._counted + len(batch[1])
+        self._yielded += batch is not None
         if isinstance(self.sampler, PlannedSampler):
             self.sampler.note_yielded(self._counted)
 
     def _jobs(self, plan):
-        """{batch number: rows the workers (or, without workers, this
-        process) load}: the misses, or every row when a transform must run on
-        each read."""
+        """{batch number: [rows]}: the rows the workers (or, without workers,
+        this process) load, in one or more jobs per batch: the misses, or
+        every row when a transform must run on each read."""
         ds = self.dataset
         jobs = {}
         for number, (positions, indices) in enumerate(plan):
@@ -305,16 +329,27 @@ class DataLoader:
             if number == 0 and ds.transform is None:
                 rows = rows[rows != 0]  # the first sample is read already
             if len(rows):
-                jobs[number] = rows
+                jobs[number] = np.array_split(rows, self._parts(len(rows)))
         return jobs
+
+    def _parts(self, rows):
+        """How many jobs a batch's misses make. Split across the workers, a
+        batch is ready sooner and no worker idles at the epoch's end while
+        another loads the last batch alone. With a transform, one job per
+        batch: batch k runs in worker k % num_workers, drawing random numbers
+        as it would under torch's DataLoader."""
+        if self.dataset.transform is not None or self.num_workers < 2:
+            return 1
+        return max(1, min(self.num_workers, rows // _MIN_JOB_ROWS))
 
     def _start_workers(self, plan, jobs):
         """The workers' iterator over the jobs, in batch order."""
         depth = self.num_workers * (self.prefetch_factor or 2)
         if self._filler is None:
-            if self._slots is None or len(self._slots) != depth + 2:
-                self._slots = _batch_layout.shared_slots(self._layout, self._batch_rows(), depth + 2)
-            self._job_list = _JobList(len(self._slots))
+            count = depth + 2 + _LENT_SLOTS
+            if self._slots is None or self._slots.known != count:
+                self._slots = _batch_layout.shared_slots(self._layout, self._batch_rows(), count)
+            self._job_list = _JobList(self._slots)
             kwargs = dict(num_workers=self.num_workers, collate_fn=_first, timeout=self.timeout,
                           worker_init_fn=self.worker_init_fn,
                           multiprocessing_context=self.multiprocessing_context,
@@ -322,8 +357,8 @@ class DataLoader:
             if self.prefetch_factor is not None:
                 kwargs["prefetch_factor"] = self.prefetch_factor
             self._filler = torch.utils.data.DataLoader(
-                _Filler(self.dataset, self._layout, self._slots), batch_sampler=self._job_list,
-                **kwargs)
+                _Filler(self.dataset, self._layout, self._slots.tensors[:self._slots.known]),
+                batch_sampler=self._job_list, **kwargs)
         self._job_list.set_epoch_jobs(plan, jobs)
         return iter(self._filler)
 
@@ -332,39 +367,63 @@ class DataLoader:
             max(len(b) for b in self.batch_sampler)
 
     def _stop_workers(self, keep_slots=False):
-        """Lets the workers go (torch shuts them down); the slots stay for the
-        next epoch's workers unless the layout changed."""
-        self._filler = None
+        """Lets the workers go (torch joins them); the slots stay for the
+        next epoch's workers unless the layout changed. Slots of jobs never
+        collected are free again once the workers are gone. (Joining on a
+        thread of its own was tried: the exiting workers then slowed the next
+        epoch more than the join cost this one.)"""
+        job_list = self._job_list
+        self._filler = None  # the last reference: torch joins the workers now
         self._job_list = None
         if not keep_slots:
             self._slots = None
+        if job_list is not None:
+            job_list.release()
+
+    def _receive(self, number, filler):
+        """The workers' results for batch `number`: (rows written, {row:
+        value} of another layout, its slot)."""
+        written, other = [], {}
+        for _ in range(self._job_list.parts_of(number)):
+            got, rows, theirs = next(filler)
+            assert got == number, (got, number)
+            written.extend(rows)
+            other.update(theirs)
+        return sorted(written), other, self._job_list.slot_of(number)
 
     def _assemble(self, number, positions, indices, layout, jobs, filler, first):
         ds = self.dataset
         store = ds.store
         rows = len(indices)
         pin = self.pin_memory and torch.cuda.is_available()
-        leaves = layout.empty(rows, pin)
-        loaded = jobs.get(number, np.empty(0, np.int64))
+        parts = jobs.get(number)
+        loaded = np.concatenate(parts) if parts else np.empty(0, np.int64)
         other = {}
         done = np.zeros(rows, dtype=bool)
+        done[loaded] = True
+        if len(loaded) and filler is not None:
+            written, theirs, slot = self._receive(number, filler)
+            other.update(theirs)
+            # The slot becomes the batch (no copy) unless the loop holds
+            # enough lent slots already; then its rows are copied out.
+            if not pin and self._slots.held_count() < _LENT_SLOTS:
+                leaves = self._slots.lend(slot, rows)
+            else:
+                leaves = layout.empty(rows, pin)
+                for leaf, src in zip(leaves, self._slots.tensors[slot]):
+                    _batch_layout.copy_rows(leaf, written, src)
+            self._job_list.done(number)
+        else:
+            leaves = layout.empty(rows, pin)
         if first is not None and ds.transform is None:
             if not layout.write_row(leaves, 0, first):
                 other[0] = first
             done[0] = True
-        if len(loaded):
-            if filler is not None:
-                got, written, theirs = next(filler)
-                assert got == number, (got, number)
-                slot = self._slots[self._job_list.slot_of(number)]
-                for leaf, src in zip(leaves, slot):
-                    _batch_layout.copy_rows(leaf, written, src)
-            else:
-                known = {0: first} if first is not None and ds.transform is not None else None
-                written, theirs = _load_rows(ds, layout, leaves, positions[loaded],
-                                             indices[loaded], loaded, compact=False, known=known)
+        if len(loaded) and filler is None:
+            known = {0: first} if first is not None and ds.transform is not None else None
+            _, theirs = _load_rows(ds, layout, leaves, positions[loaded], indices[loaded], loaded,
+                                   known=known)
             other.update(theirs)
-            done[loaded] = True
         todo = np.flatnonzero(~done)
         if len(todo):
             codes = store.read_into(positions[todo], indices[todo], todo, layout.meta,
@@ -450,33 +509,54 @@ def _probe(transform, value):
 
 
 class _JobList:
-    """The batch sampler of the workers' DataLoader: one job per batch that
-    has rows for the workers, made when torch asks for it (so at most
-    num_workers * prefetch_factor batches ahead of the training loop). Each
-    job names the batch's slot, reused round-robin."""
+    """The batch sampler of the workers' DataLoader: the jobs of the batches
+    that have rows for the workers, made when torch asks for them (so at
+    most num_workers * prefetch_factor jobs ahead of the training loop).
+    Each batch takes a slot when its first job is made and gives it back
+    when the batch is assembled; its jobs write their rows there."""
 
-    def __init__(self, slot_count):
-        self.slot_count = slot_count
+    def __init__(self, slots):
+        self.slots = slots
         self.plan = []
         self.jobs = []
-        self.slots = {}
+        self.slot_for = {}
 
     def set_epoch_jobs(self, plan, jobs):
-        """The epoch's batches, and {batch number: rows} for the workers."""
+        """The epoch's batches, and {batch number: [rows]} for the workers.
+        Slots of an abandoned epoch's jobs are free again: torch's persistent
+        workers finish those jobs before they take the new ones."""
+        self.release()
         self.plan = plan
         self.jobs = sorted(jobs.items())
-        self.slots = {}
+        self.parts = {number: len(parts) for number, parts in self.jobs}
+
+    def parts_of(self, number):
+        return self.parts[number]
 
     def slot_of(self, number):
-        return self.slots[number]
+        return self.slot_for[number]
+
+    def done(self, number):
+        self.slots.give_back(self.slot_for.pop(number))
+
+    def outstanding(self):
+        return bool(self.slot_for)
+
+    def release(self):
+        for slot in self.slot_for.values():
+            self.slots.give_back(slot)
+        self.slot_for = {}
 
     def __len__(self):
-        return len(self.jobs)
+        return sum(len(parts) for _, parts in self.jobs)
 
     def __iter__(self):
-        for k, (number, rows) in enumerate(self.jobs):
-            slot = k % self.slot_count
-            self.slots[number] = slot
+        for number, parts in self.jobs:
+            slot = self.slot_for[number] = self.slots.take()
+            # A slot made after the workers started travels with the job.
+            carried = self.slots.tensors[slot] if slot >= self.slots.known else None
             positions, indices = self.plan[number]
-            yield [(number, slot, positions[rows].tolist(), indices[rows].tolist(),
-                    rows.tolist())]
+            for rows in parts:
+                yield [(number, slot, carried, positions[rows].tolist(),
+                        indices[rows].tolist(), rows.tolist())]
+

@@ -5,6 +5,7 @@ drop_last) and the same len(); and it resumes from a state_dict at every
 batch boundary."""
 
 import collections
+import multiprocessing
 import os
 import signal
 
@@ -236,23 +237,57 @@ def test_worker_error_reaches_the_loop_with_its_traceback(tmp_path):
     store.close()
 
 
-def test_kept_batches_and_views_stay_right(tmp_path):
+def doubled(value):
+    return value[0].float() * 2, value[1]
+
+
+@pytest.mark.parametrize("num_workers, transform, ram_items", [
+    (0, None, N), (2, None, N // 3), (2, doubled, N)])
+def test_kept_batches_and_views_stay_right(tmp_path, num_workers, transform, ram_items):
     """Batch memory is reused only when nothing references it: neither the
-    batch, nor a view of it kept by the loop."""
-    store, sampler, ds = cached(tmp_path, "s", pair_sample, epochs=3, ram_items=N)
+    batch, nor a view of it kept by the loop. With workers, batches are the
+    workers' shared slots lent out (every batch with a transform; the misses'
+    batches without); kept ones must never be written again."""
+    store, sampler, ds = cached(tmp_path, "s", pair_sample, epochs=3, ram_items=ram_items,
+                                transform=transform)
     views, kept = [], []
+    before = set(multiprocessing.active_children())  # other tests' persistent workers
+
+    def expected(ids):
+        images = torch.stack([tensor_sample(int(i)) for i in ids])
+        return images if transform is None else images.float() * 2
+
     for epoch in range(3):
-        for k, (images, labels) in enumerate(opt4store.DataLoader(ds, sampler=sampler,
-                                                                  batch_size=8)):
+        for k, (images, labels) in enumerate(opt4store.DataLoader(
+                ds, sampler=sampler, batch_size=8, num_workers=num_workers)):
             ids = sampler.plan[epoch * N + k * 8:epoch * N + min((k + 1) * 8, N)]
+            assert_same(images, expected(ids))
             views.append((images[1:3], ids[1:3]))  # a view: the batch itself is dropped
             if k % 2:
                 kept.append((images, labels, ids))
+        assert set(multiprocessing.active_children()) <= before  # the epoch's workers are gone
     for view, ids in views:
-        assert_same(view, torch.stack([tensor_sample(int(i)) for i in ids]))
+        assert_same(view, expected(ids))
     for images, labels, ids in kept:
-        assert_same(images, torch.stack([tensor_sample(int(i)) for i in ids]))
+        assert_same(images, expected(ids))
         assert labels.tolist() == [int(i) % 7 for i in ids]
+    store.close()
+
+
+def test_an_abandoned_epoch_frees_its_workers_and_slots(tmp_path):
+    """A loop that breaks with jobs in flight: the workers are joined before
+    their slots are taken again, so the next epochs' batches are right."""
+    store, sampler, ds = cached(tmp_path, "s", pair_sample, epochs=3, transform=doubled)
+    before = set(multiprocessing.active_children())  # other tests' persistent workers
+    for epoch in range(3):
+        loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=4, num_workers=2)
+        for k, (images, _) in enumerate(loader):
+            ids = sampler.plan[epoch * N + k * 4:epoch * N + (k + 1) * 4]
+            assert_same(images, torch.stack([tensor_sample(int(i)) for i in ids]).float() * 2)
+            if epoch < 2 and k == 2:
+                break
+        del loader
+        assert set(multiprocessing.active_children()) <= before
     store.close()
 
 
