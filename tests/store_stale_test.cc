@@ -1,7 +1,7 @@
 // Stale stores: a store's fingerprint (StoreOptions::fingerprint), emptying
 // a store as it opens (StoreOptions::reset) and from the CLI (`opt4store
 // clear`), and Store::Peek, the read that checks a value without counting
-// it.
+// it. The CLI cases run the real binary (OPT4STORE_CLI).
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -11,17 +11,28 @@
 
 #include <catch2/catch.hpp>
 
+#include "json_test_util.h"
 #include "opt4store/read_sink.h"
 #include "opt4store/store.h"
+#include "store_cli_test_util.h"
 #include "store_test_util.h"
 #include "test_util.h"
 
 namespace opt4store {
 namespace {
 
+using opt4store_test::CheckFails;
+using opt4store_test::Cli;
+using opt4store_test::CliOk;
+using opt4store_test::CliResult;
+using opt4store_test::CreateStore;
+using opt4store_test::Json;
 using opt4store_test::LogCollector;
 using opt4store_test::MentionsAny;
+using opt4store_test::ParseJson;
 using opt4store_test::ScratchStore;
+using opt4store_test::TempDir;
+using opt4store_test::WriteInputDir;
 
 constexpr uint64_t kItems = 10;
 
@@ -202,6 +213,72 @@ TEST_CASE("Peek reads what a tier holds without counting an access", "[stale]") 
   REQUIRE(store->Get(kNoPosition, 0, &sink).ok());
   CHECK(store->Stats().accesses == before.accesses + 1);
   REQUIRE(store->Close().ok());
+}
+
+// ---------------------------------------------------------------- opt4store clear
+
+TEST_CASE("clear empties the values and keeps the settings and the fingerprint",
+          "[store_cli][clear]") {
+  TempDir dir;
+  const std::string store =
+      CreateStore(dir, 10, {"--policy", "lru", "--fingerprint", "resize256-v1"});
+  const auto files = WriteInputDir(dir);
+  CliOk(dir, {"import", store, "--from", dir.File("in")});
+  const Json before = ParseJson(CliOk(dir, {"inspect", store, "--json"}));
+  REQUIRE(before.at("tiers").at("disk_items") == 3);
+  CHECK(before.at("fingerprint") == "resize256-v1");
+
+  const std::string out = CliOk(dir, {"clear", store});
+  INFO(out);
+  CHECK(out.find("cleared " + store) != std::string::npos);
+  CHECK(out.find("3 items") != std::string::npos);
+  CHECK(out.find("'resize256-v1'") != std::string::npos);
+
+  // Reopened by another process (recovery): nothing comes back.
+  const Json after = ParseJson(CliOk(dir, {"inspect", store, "--json"}));
+  CHECK(after.at("tiers").at("disk_items") == 0);
+  CHECK(after.at("tiers").at("disk_file_bytes") == 0);
+  CHECK(after.at("segments").empty());
+  for (const char* key : {"dataset_size", "fingerprint", "plan", "ram", "ram_items", "disk",
+                          "policy", "prefetch_depth", "staging", "compression", "sync"}) {
+    INFO(key);
+    CHECK(after.at(key) == before.at(key));
+  }
+  size_t segment_files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(store + "/segments")) {
+    segment_files += e.path().extension() == ".seg";
+  }
+  CHECK(segment_files == 0);
+  CheckFails(Cli(dir, {"get", store, "0", "-o", dir.File("zero")}));
+
+  // The cleared store takes new values.
+  CliOk(dir, {"import", store, "--from", dir.File("in")});
+  CHECK(CliOk(dir, {"get", store, "2", "-o", "-"}) == files[2].second);
+  CliOk(dir, {"verify", store});
+}
+
+TEST_CASE("clear refuses while another process owns the store, and clears nothing",
+          "[store_cli][clear]") {
+  TempDir dir;
+  const std::string store = CreateStore(dir, 10);
+  const auto files = WriteInputDir(dir);
+  CliOk(dir, {"import", store, "--from", dir.File("in")});
+  StoreOptions options;
+  options.create_if_missing = false;
+  options.disk_only = true;
+  std::unique_ptr<Store> held;
+  REQUIRE(Store::Open(options, store, &held).ok());
+
+  const CliResult r = Cli(dir, {"clear", store});
+  CheckFails(r);
+  CHECK(MentionsAny(r.err, {"another process"}));
+  REQUIRE(held->Close().ok());
+  held.reset();
+  CHECK(CliOk(dir, {"get", store, "0", "-o", "-"}) == files[0].second);
+
+  CliResult none = Cli(dir, {"clear", dir.File("nothing-here")});
+  CheckFails(none);
+  CHECK(MentionsAny(none.err, {"no store"}));
 }
 
 }  // namespace
