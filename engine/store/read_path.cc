@@ -1,10 +1,11 @@
 // The read path (store_impl.h, and store.h for the whole picture): Get,
-// GetBatch, Peek and Put in any process. A batch takes three passes: the RAM tier
-// for every read (waiting for an item being filled, or for the Put of the
-// reader loading it); then the disk tier for the rest, in one io_uring batch
-// in the owner, or as fetch requests sent all at once and then waited for in
-// a reader (protocol.h); then the counters and statuses. A reader's Put goes
-// to the owner on the queue; the owner's own goes to OwnerPut.
+// GetBatch and Put in any process, and Peek, which counts nothing. A batch
+// takes three passes: the RAM tier for every read (waiting for an item
+// being filled, or for the Put of the reader loading it); then the disk
+// tier for the rest, in one io_uring batch in the owner, or as fetch
+// requests sent all at once and then waited for in a reader (protocol.h);
+// then the counters and statuses. A reader's Put goes to the owner on the
+// queue; the owner's own goes to OwnerPut.
 #include <sys/uio.h>
 
 #include <algorithm>

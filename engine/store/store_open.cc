@@ -61,8 +61,8 @@ Status Store::Impl::ReadManifest(bool* exists) {
   OPT4STORE_RETURN_IF_ERROR(DecodeManifestOptions(text, &effective_));
   // Absent in a store made without one, or before fingerprints existed.
   Status f = disk_->GetMeta(kManifestFingerprintKey, &effective_.fingerprint);
+  if (!f.ok() && !f.IsNotFound()) return f;
   if (f.IsNotFound()) effective_.fingerprint.clear();
-  else OPT4STORE_RETURN_IF_ERROR(f);
   *exists = true;
   return Status::OK();
 }
