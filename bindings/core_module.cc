@@ -36,7 +36,7 @@ namespace {
 
 // Exception classes from opt4store._errors, keyed by Status code.
 struct ErrorClasses {
-  py::object base, invalid, busy, no_space, corruption, not_found, out_of_range, io;
+  py::object base, invalid, busy, no_space, corruption, not_found, out_of_range, io, stale;
 };
 ErrorClasses* g_errors = nullptr;
 
@@ -57,6 +57,8 @@ py::object ClassFor(const Status& s) {
       return g_errors->out_of_range;
     case Status::Code::kIOError:
       return g_errors->io;
+    case Status::Code::kStale:
+      return g_errors->stale;
     default:
       return g_errors->base;
   }
@@ -109,6 +111,8 @@ StoreOptions OptionsFromDict(const py::dict& d) {
         py::isinstance<py::str>(value) ? value.cast<std::string>() : py::str(value).cast<std::string>();
     ThrowIfError(SetOption(field.name, text, &o));
   }
+  if (has("fingerprint")) o.fingerprint = d["fingerprint"].cast<std::string>();
+  if (has("reset")) o.reset = d["reset"].cast<bool>();
   if (has("create_if_missing")) o.create_if_missing = d["create_if_missing"].cast<bool>();
   if (has("fetch_timeout_ms")) o.fetch_timeout_ms = d["fetch_timeout_ms"].cast<int64_t>();
   if (has("direct_io")) o.direct_io = d["direct_io"].cast<bool>();
@@ -184,6 +188,22 @@ class PyStore {
     {
       py::gil_scoped_release release;
       s = store->Get(position, static_cast<ItemId>(id), &sink);
+    }
+    if (s.IsNotFound()) return py::none();
+    ThrowIfError(s);
+    return ValueObject(sink);
+  }
+
+  // Get without a position that counts nothing and leaves the tiers as
+  // they were (Store::Peek): None when the store does not hold it.
+  py::object Peek(int64_t id) {
+    Store* store = Checked();
+    if (id < 0) ThrowIfError(Status::OutOfRange("negative index " + std::to_string(id)));
+    TensorSink sink;
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = store->Peek(static_cast<ItemId>(id), &sink);
     }
     if (s.IsNotFound()) return py::none();
     ThrowIfError(s);
@@ -360,7 +380,8 @@ PYBIND11_MODULE(_core, m) {
       errors.attr("Error"),       errors.attr("InvalidArgumentError"),
       errors.attr("BusyError"),   errors.attr("NoSpaceError"),
       errors.attr("CorruptionError"), errors.attr("NotFoundError"),
-      errors.attr("OutOfRangeError"), errors.attr("IOError_")};
+      errors.attr("OutOfRangeError"), errors.attr("IOError_"),
+      errors.attr("StaleStoreError")};
   opt4store::g_errors = &classes;
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -375,6 +396,7 @@ PYBIND11_MODULE(_core, m) {
       .def_static("open", &PyStore::Open, py::arg("path"), py::arg("options"))
       .def_static("attach", &PyStore::Attach, py::arg("handle"))
       .def("get", &PyStore::Get, py::arg("position"), py::arg("index"))
+      .def("peek", &PyStore::Peek, py::arg("index"))
       .def("put_tensor", &PyStore::PutTensor, py::arg("position"), py::arg("index"),
            py::arg("tensor"))
       .def("put_encoded", &PyStore::PutEncoded, py::arg("position"), py::arg("index"),

@@ -29,6 +29,7 @@ const std::vector<Factory>& Factories() {
       {Code::kBusy, &Status::Busy},
       {Code::kOutOfRange, &Status::OutOfRange},
       {Code::kNotSupported, &Status::NotSupported},
+      {Code::kStale, &Status::Stale},
   };
   return kFactories;
 }
@@ -36,7 +37,8 @@ const std::vector<Factory>& Factories() {
 // Every predicate, so that a test can check that exactly one is true.
 std::vector<bool> Predicates(const Status& s) {
   return {s.IsNotFound(), s.IsCorruption(), s.IsInvalidArgument(), s.IsIOError(),
-          s.IsNoSpace(),  s.IsBusy(),       s.IsOutOfRange(),      s.IsNotSupported()};
+          s.IsNoSpace(),  s.IsBusy(),       s.IsOutOfRange(),      s.IsNotSupported(),
+          s.IsStale()};
 }
 
 TEST_CASE("An OK status is a null pointer with no message", "[status]") {

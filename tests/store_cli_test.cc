@@ -1,5 +1,5 @@
 // Tests of the store's admin commands (create, import, get, inspect, verify,
-// compact, stats): each runs the real opt4store binary (OPT4STORE_CLI) on a
+// compact, stats; clear in store_clear_test.cc): each runs the real opt4store binary (OPT4STORE_CLI) on a
 // store in a scratch directory and checks the bytes that come back, the
 // exit status and the messages. Inputs are written here byte by byte: the
 // .npy files by a small writer that follows the NumPy format spec, so that
@@ -24,72 +24,23 @@
 #include "opt4store/store.h"
 #include "opt4store/store_stats.h"
 #include "json_test_util.h"
+#include "store_cli_test_util.h"
 #include "test_util.h"
 
 namespace opt4store {
 namespace {
 
+using opt4store_test::Bytes;
+using opt4store_test::CheckFails;
+using opt4store_test::Cli;
+using opt4store_test::CliOk;
+using opt4store_test::CliResult;
+using opt4store_test::CreateStore;
 using opt4store_test::MentionsAny;
 using opt4store_test::ReadBytes;
 using opt4store_test::TempDir;
 using opt4store_test::WriteBytes;
-
-struct CliResult {
-  int status = -1;  // the exit status; -1 when killed by a signal
-  std::string out;  // stdout, byte for byte
-  std::string err;
-};
-
-std::string Quoted(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs `opt4store args...` through the shell, stderr to a file.
-CliResult Cli(const TempDir& dir, const std::vector<std::string>& args) {
-  const std::string err_path = dir.File("cli_stderr.txt");
-  std::string cmd = Quoted(OPT4STORE_CLI);
-  for (const std::string& a : args) cmd += " " + Quoted(a);
-  cmd += " 2>" + Quoted(err_path);
-  CliResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[1 << 14];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.err = ReadBytes(err_path);
-  return r;
-}
-
-// Runs and requires success; returns stdout.
-std::string CliOk(const TempDir& dir, const std::vector<std::string>& args) {
-  CliResult r = Cli(dir, args);
-  INFO("args[0]: " << args[0] << "\nstdout: " << r.out << "\nstderr: " << r.err);
-  REQUIRE(r.status == 0);
-  return r.out;
-}
-
-// A failure: non-zero exit and the CLI's error prefix on stderr.
-void CheckFails(const CliResult& r) {
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  CHECK(r.status != 0);
-  CHECK(r.status != -1);
-  CHECK(r.err.find("opt4store: error: ") != std::string::npos);
-}
-
-// Deterministic bytes: every value 0..255 shows up for n >= 256.
-std::string Bytes(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    s[i] = static_cast<char>(i < 256 ? (i + seed) & 0xFF : x >> 24);
-  }
-  return s;
-}
+using opt4store_test::WriteInputDir;
 
 // An .npy file per the NumPy format spec: magic, version, little-endian
 // header length, the dict padded with spaces and ended by '\n' so that the
@@ -109,16 +60,6 @@ std::string Npy(const std::string& descr, const std::vector<uint64_t>& shape,
   out += '\0';
   out += opt4store_test::LE(dict.size(), major == 1 ? 2 : 4);
   return out + dict + data;
-}
-
-// A store with room for n samples, created through the CLI.
-std::string CreateStore(const TempDir& dir, uint64_t n, std::vector<std::string> extra = {}) {
-  const std::string store = dir.File("store");
-  std::vector<std::string> args = {"create", store,  "--dataset-size", std::to_string(n),
-                                   "--ram",  "1MiB", "--disk",         "64MiB"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  CliOk(dir, args);
-  return store;
 }
 
 using opt4store_test::Json;
@@ -157,21 +98,6 @@ bool FlipPayloadByte(const std::string& store, uint32_t id) {
   return false;
 }
 
-// Three files and what the importer must skip: a hidden file and a folder.
-// Sorted by name: "a.txt" (id 0), "b.bin" (id 1), "c" (id 2).
-std::vector<std::pair<std::string, std::string>> WriteInputDir(const TempDir& dir) {
-  std::filesystem::create_directory(dir.File("in"));
-  std::filesystem::create_directory(dir.File("in/sub"));
-  const std::vector<std::pair<std::string, std::string>> files = {
-      {"a.txt", "hello, store\n"}, {"b.bin", Bytes(3000, 1)}, {"c", Bytes(70000, 2)}};
-  // Written out of order: ids follow names, not creation.
-  for (auto it = files.rbegin(); it != files.rend(); ++it) {
-    WriteBytes(dir.File("in/" + it->first), it->second);
-  }
-  WriteBytes(dir.File("in/.hidden"), "not a sample");
-  WriteBytes(dir.File("in/sub/nested"), "not a sample either");
-  return files;
-}
 
 TEST_CASE("import a directory, then get returns each file's exact bytes", "[store_cli]") {
   TempDir dir;
@@ -487,12 +413,13 @@ TEST_CASE("stats --json and inspect describe the store", "[store_cli]") {
   CHECK(listed >= 1);
   const Json ij = ParseJson(CliOk(dir, {"inspect", store, "--json"}));
   // The settings by their names, in the table's order (store_options.h).
-  std::vector<std::string> keys = {"path", "dataset_size", "plan"};
+  std::vector<std::string> keys = {"path", "dataset_size", "fingerprint", "plan"};
   for (const SettingField& field : SettingFields()) keys.push_back(field.name);
   keys.insert(keys.end(), {"cursor", "tiers", "segments"});
   CHECK(KeysOf(ij) == keys);
   CHECK(ij.at("ram") == 1 << 20);
   CHECK(ij.at("policy") == "opt");
+  CHECK(ij.at("fingerprint").is_null());  // created without one
   CHECK(ij.at("segments").size() == listed);
   CHECK(KeysOf(ij.at("segments").at(0)) ==
         std::vector<std::string>{"name", "file_bytes", "live_bytes"});

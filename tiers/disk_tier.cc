@@ -245,6 +245,7 @@ void DiskTier::MultiGet(const ItemId* ids, size_t n, const RecordCallback& fn) {
 
 bool DiskTier::Contains(ItemId id) const { return impl_->Contains(id); }
 Status DiskTier::Delete(ItemId id) { return impl_->Delete(id); }
+Status DiskTier::Clear() { return impl_->Clear(); }
 void DiskTier::SetNextUse(ItemId id, uint64_t next_use) { impl_->SetNextUse(id, next_use); }
 Status DiskTier::Flush() { return impl_->Flush(); }
 Status DiskTier::Compact() { return impl_->Compact(); }

@@ -240,6 +240,13 @@ class DiskTier {
   // Returns: OK, NotFound, IOError.
   Status Delete(ItemId id);
 
+  // Removes every item and deletes every segment file; PutMeta's keys stay.
+  // Crash safe: the files go first, then their index entries (which Open
+  // would drop anyway once their files are gone). A read already under way
+  // may still return the old bytes of its id.
+  // Returns: OK, IOError.
+  Status Clear();
+
   // Tells when id is read next, for the eviction order: a position of the
   // plan, DiskIndex::kNeverRead (UINT64_MAX) for never again. Ids never
   // told rank as "unknown": after the never-read ones, before the rest.

@@ -6,7 +6,7 @@
 //   disk_format.h       the RocksDB keys and values of the index
 //   disk_recovery.cc    Open: the index, the segments, the tails to re-index
 //   disk_read_pool.cc   reads: pooled io_uring queues, MultiGet, CRC checks
-//   disk_writes.cc      Put, Delete, segment roll-over, eviction by next use
+//   disk_writes.cc      Put, Delete, Clear, segment roll-over, eviction by next use
 //   disk_compaction.cc  Compact: live records copied out of sparse segments
 // Internal to tiers/.
 #ifndef OPT4STORE_TIERS_DISK_TIER_IMPL_H_
@@ -53,6 +53,7 @@ class DiskTier::Impl {
   bool Contains(ItemId id) const;
   Status ForEachItemSize(const std::function<void(ItemId id, uint64_t bytes)>& fn) const;
   Status Delete(ItemId id);
+  Status Clear();
   void SetNextUse(ItemId id, uint64_t next_use);
   Status Flush();
   Status Compact();

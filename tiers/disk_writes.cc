@@ -1,7 +1,8 @@
 // Writes (disk_tier_impl.h): Put appends a record to the active segment and
 // indexes it in one RocksDB batch with the segment's watermark; segments roll
 // over at segment_bytes; over budget, items never read again leave first,
-// then the one read furthest in the future. All under write_mu_.
+// then the one read furthest in the future; Clear empties the tier. All
+// under write_mu_.
 #include "tiers/disk_tier_impl.h"
 
 #include <algorithm>
@@ -238,6 +239,52 @@ Status DiskTier::Impl::Delete(ItemId id) {
     live_bytes_ -= loc.length;
   }
   return FromRocks(db_->Delete(WriteOpts(), IndexKey(id)), "delete from index");
+}
+
+// Files first, then the index: a crash in between leaves index entries and
+// watermarks that name missing files, which Recover drops. The other way
+// round, Recover would re-index the records of a file without a watermark.
+Status DiskTier::Impl::Clear() {
+  MutexLock wlock(&write_mu_);
+  if (closed_) return Status::IOError("disk tier is closed");
+  std::vector<std::string> names;
+  {
+    MutexLock lock(&mu_);
+    for (size_t s = 1; s < segments_.size(); ++s) {
+      if (segments_[s]) names.push_back(segments_[s]->name);
+    }
+  }
+  for (const std::string& name : names) {
+    OPT4STORE_RETURN_IF_ERROR(env_->DeleteFile(SegmentPath(name)));
+  }
+  if (!names.empty()) OPT4STORE_RETURN_IF_ERROR(env_->SyncDir(segment_dir_));
+  dir_dirty_ = false;
+  {
+    // Readers that took a segment's file before this keep reading it (its
+    // bytes are still that id's); later reads find nothing.
+    MutexLock lock(&mu_);
+    std::vector<ItemId> ids;
+    ids.reserve(index_.size());
+    index_.ForEach(0, index_.id_limit(),
+                   [&ids](ItemId id, const DiskIndex::Location&) { ids.push_back(id); });
+    for (ItemId id : ids) index_.Erase(id, nullptr);
+    segments_.resize(1);  // slot 0: "not stored"
+    free_slots_.clear();
+    file_bytes_ = 0;
+    live_bytes_ = 0;
+  }
+  active_ = 0;  // the next Put starts a new segment
+  // The index entries and watermarks (the next segment number and the
+  // sequence stay, so that no number is handed out twice); the store's own
+  // keys ('m') stay.
+  rocksdb::WriteBatch batch;
+  for (const char tag : {kIndexTag, kSegmentTag}) {
+    const std::string begin(1, tag), end(1, static_cast<char>(tag + 1));
+    OPT4STORE_RETURN_IF_ERROR(FromRocks(batch.DeleteRange(begin, end), "clear index"));
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = syncing();
+  return FromRocks(db_->Write(wo, &batch), "clear index");
 }
 
 Status DiskTier::Impl::OpenSegment(uint32_t number, std::unique_ptr<Segment>* segment) {

@@ -31,6 +31,8 @@ Command AddInspectCommand(CLI::App* parent);
 Command AddVerifyCommand(CLI::App* parent);
 // compact: rewrites sparse segments.
 Command AddCompactCommand(CLI::App* parent);
+// clear: empties the store's values, keeping its settings and fingerprint.
+Command AddClearCommand(CLI::App* parent);
 // stats: Store::Stats() as a table or JSON.
 Command AddStatsCommand(CLI::App* parent);
 

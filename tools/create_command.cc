@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -31,6 +32,7 @@ struct CreateCommandOptions {
   PlanOptions plan;
   // Each setting given on the command line, by its name (ram, disk, ...).
   std::map<std::string, std::string> settings;
+  std::optional<std::string> fingerprint;
 };
 
 std::string FlagOf(const char* setting) {
@@ -107,6 +109,7 @@ Status BuildStoreOptions(const CreateCommandOptions& o, StoreOptions* so) {
         "--disk: must be more than 0 bytes (a store without a disk "
         "tier keeps nothing on disk)");
   }
+  so->fingerprint = o.fingerprint;
   so->create_if_missing = true;
   so->error_if_exists = true;
   so->disk_only = true;
@@ -182,7 +185,9 @@ Status RunCreate(const CreateCommandOptions& o) {
       (info.settings.ram ? FormatSize(info.settings.ram)
                          : std::to_string(info.settings.ram_items) + " items") +
       ", disk " + FormatSize(info.settings.disk) + ", policy " + PolicyName(info.settings.policy) +
-      ", plan " + (info.plan.empty() ? "none" : info.plan) + ", compression " +
+      ", plan " + (info.plan.empty() ? "none" : info.plan) +
+      (info.settings.fingerprint.empty() ? "" : ", fingerprint '" + info.settings.fingerprint + "'") +
+      ", compression " +
       CompressionName(info.settings.compression) + ", sync " + SyncModeName(info.settings.sync) +
       "\n";
   return WriteStdout(line);
@@ -200,6 +205,12 @@ Command AddCreateCommand(CLI::App* parent) {
       "--ram 8GiB --disk 200GiB");
   AddStoreArgument(app, &options->path);
   AddPlanOptions(app, "--plan", &options->plan);
+  app->add_option_function<std::string>(
+         "--fingerprint",
+         [options](const std::string& text) { options->fingerprint = text; },
+         "What the values will be made by (a dataset version, a transform): a later open "
+         "that gives another gets a stale-store error")
+      ->type_name("TEXT");
   for (const SettingField& field : SettingFields()) {
     const char* type_name = field.kind == SettingKind::kBytes   ? "SIZE"
                             : field.kind == SettingKind::kCount ? "N"

@@ -1,5 +1,5 @@
 // opt4store inspect: what a store holds and how it is set up: its manifest
-// (options, plan), where a restart resumes (cursor), each tier's count and
+// (options, fingerprint, plan), where a restart resumes (cursor), each tier's count and
 // bytes, and the disk tier's segment files.
 #include <algorithm>
 #include <memory>
@@ -36,6 +36,11 @@ std::string InspectJson(const StoreInfo& info, const StoreStats& stats) {
   nlohmann::ordered_json json;
   json["path"] = info.path;
   json["dataset_size"] = info.settings.dataset_size;
+  if (info.settings.fingerprint.empty()) {
+    json["fingerprint"] = nullptr;
+  } else {
+    json["fingerprint"] = info.settings.fingerprint;
+  }
   json["plan"] = info.plan;
   VisitSettings(info.settings, [&json](const SettingField& field, const std::string& text) {
     if (field.kind == SettingKind::kName) {
@@ -66,6 +71,9 @@ std::string InspectText(const StoreInfo& info, const StoreStats& stats) {
   std::string out;
   out += line("store", info.path);
   out += line("dataset size", Plural(info.settings.dataset_size, "item"));
+  out += line("fingerprint", info.settings.fingerprint.empty()
+                                 ? std::string("none")
+                                 : "'" + info.settings.fingerprint + "'");
   out += line("plan", info.plan.empty() ? std::string("none") : info.plan);
   VisitSettings(info.settings, [&](const SettingField& field, const std::string& text) {
     // ram and ram_items exclude each other: show the one in use.

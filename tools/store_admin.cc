@@ -25,7 +25,7 @@ void LogStoreWarning(const std::string& message) {
   std::fprintf(stderr, "opt4store: warning: %s\n", message.c_str());
 }
 
-Status OpenExistingStore(const std::string& path, std::unique_ptr<Store>* store) {
+Status OpenExistingStore(const std::string& path, std::unique_ptr<Store>* store, bool reset) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) {
@@ -39,6 +39,7 @@ Status OpenExistingStore(const std::string& path, std::unique_ptr<Store>* store)
   StoreOptions options;
   options.create_if_missing = false;
   options.disk_only = true;
+  options.reset = reset;
   options.info_log = LogStoreWarning;
   Status s = Store::Open(options, path, store);
   if (s.IsNotFound()) return Status::NotFound("no store at " + path + " (" + s.message() + ")");

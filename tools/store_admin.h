@@ -1,5 +1,5 @@
 // Helpers shared by the store's admin subcommands (create, import, get,
-// inspect, verify, compact, stats): the STORE argument, opening an existing
+// inspect, verify, compact, clear, stats): the STORE argument, opening an existing
 // store in admin mode, and the stats printers that inspect and stats share.
 //
 // Admin mode is StoreOptions::disk_only: the disk tier and the manifest
@@ -33,11 +33,13 @@ void AddStoreArgument(CLI::App* app, std::string* path);
 // with the CLI's prefix.
 void LogStoreWarning(const std::string& message);
 
-// Opens the store at path, which must exist, in admin mode.
+// Opens the store at path, which must exist, in admin mode; with reset, its
+// values are emptied as it opens (StoreOptions::reset: `clear`).
 // Returns: OK; NotFound "no store at PATH" when there is none; Busy when
 // another process has it open (the store's message, naming the holder);
 // what Store::Open returns otherwise.
-Status OpenExistingStore(const std::string& path, std::unique_ptr<Store>* store);
+Status OpenExistingStore(const std::string& path, std::unique_ptr<Store>* store,
+                         bool reset = false);
 
 // Closes *store (the manifest and cursor are saved here) and reports how
 // that went, naming the path.

@@ -36,3 +36,10 @@ class OutOfRangeError(Error, IndexError):
 
 class IOError_(Error, OSError):
     """The operating system refused a read, write or sync, or the store is closed."""
+
+
+class StaleStoreError(Error):
+    """The store holds values made by another version of the data: it was
+    opened with another ``fingerprint=`` than the one it was filled for, or
+    CachedDataset's spot check found a stored value that differs from the
+    dataset's. Reopen it with ``reset=True``, or run ``opt4store clear PATH``."""

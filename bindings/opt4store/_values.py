@@ -291,3 +291,51 @@ def layout(meta):
 
     walk(pickle.loads(user))
     return leaves
+
+
+def same_value(stored, loaded):
+    """True if ``stored`` (a value read back from the store) holds what
+    ``loaded`` (the source's value) does: the same dtype, shape and elements
+    (torch.equal) for every tensor and array leaf, == for the other leaves
+    (NaN equal to NaN), element by element through tuples, lists and dicts.
+    Container types are not compared: the store may give a structure back
+    as its plain base type. For CachedDataset's spot check."""
+    if isinstance(loaded, torch.Tensor) or isinstance(stored, torch.Tensor):
+        if not (isinstance(loaded, torch.Tensor) and isinstance(stored, torch.Tensor)):
+            return False
+        a, b = stored.detach().cpu(), loaded.detach().cpu().resolve_conj().resolve_neg()
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        return torch.equal(a, b) or ((a.is_floating_point() or a.is_complex()) and
+                                     bool(torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all()))
+    if isinstance(loaded, np.ndarray) or isinstance(stored, np.ndarray):
+        if not (isinstance(loaded, np.ndarray) and isinstance(stored, np.ndarray)):
+            return False
+        if stored.dtype != loaded.dtype or stored.shape != loaded.shape:
+            return False
+        try:
+            return bool(np.array_equal(stored, loaded, equal_nan=stored.dtype.kind in "fc"))
+        except TypeError:
+            return bool(np.array_equal(stored, loaded))
+    if isinstance(loaded, dict) and isinstance(stored, dict):
+        return list(stored.keys()) == list(loaded.keys()) and \
+            all(same_value(stored[k], loaded[k]) for k in loaded)
+    if isinstance(loaded, (tuple, list)) and isinstance(stored, (tuple, list)):
+        return len(stored) == len(loaded) and \
+            all(same_value(s, x) for s, x in zip(stored, loaded))
+    if isinstance(loaded, float) and isinstance(stored, float) and loaded != loaded:
+        return stored != stored  # NaN
+    if type(loaded).__eq__ is not object.__eq__:
+        try:
+            return bool(stored == loaded)
+        except Exception:  # noqa: BLE001 (an __eq__ that fails: compare the pickles)
+            pass
+    if type(stored) is not type(loaded):
+        return False
+    # Objects without a value == (identity only), such as those the store
+    # pickles whole: equal when they pickle to the same bytes.
+    try:
+        return pickle.dumps(stored, protocol=pickle.HIGHEST_PROTOCOL) == \
+            pickle.dumps(loaded, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001
+        return False

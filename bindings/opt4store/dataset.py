@@ -6,7 +6,14 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from ._errors import InvalidArgumentError, StaleStoreError
+from ._values import same_value
 from .store import NO_POSITION
+
+# The spot check looks for values the store holds this many ids at a time,
+# and picks its ids spread over the first _SPOT_CANDIDATES it finds.
+_SPOT_CHUNK = 1 << 16
+_SPOT_CANDIDATES = 1024
 
 
 class CachedDataset(torch.utils.data.Dataset):
@@ -26,11 +33,23 @@ class CachedDataset(torch.utils.data.Dataset):
     value, and each read transforms it anew). ``__getitems__`` reads a whole
     batch with one call into the store (torch's DataLoader calls it for a
     batch), loading only the misses from ``dataset``.
+
+    ``spot_check=2``: when the store was opened without a ``fingerprint=``
+    and already holds values, this many of them are loaded from ``dataset``
+    once each (here, in the process that makes the CachedDataset, not in
+    DataLoader workers) and compared with what the store holds, read
+    without counting an access (``Store.peek``). A value that differs from
+    two equal loads raises ``StaleStoreError`` (the store was filled by
+    another transform or dataset); two loads that differ from each other
+    warn, once, that the dataset is not deterministic. 0 turns it off.
     """
 
-    def __init__(self, dataset, store, sampler=None, transform=None):
+    def __init__(self, dataset, store, sampler=None, transform=None, spot_check=2):
         if transform is not None and not callable(transform):
             raise TypeError(f"transform= must be callable, got {type(transform).__name__}")
+        if isinstance(spot_check, bool) or not isinstance(spot_check, int) or spot_check < 0:
+            raise InvalidArgumentError(
+                f"spot_check: expected a non-negative int, got {spot_check!r}")
         self.dataset = dataset
         self.store = store
         self.sampler = sampler
@@ -44,6 +63,8 @@ class CachedDataset(torch.utils.data.Dataset):
         self._cursor = sampler.position() if sampler is not None else 0
         self._stride, self._offset = sampler.store_layout if sampler is not None else (1, 0)
         self._warned_drift = False
+        if spot_check and store.fingerprint is None and store.is_owner:
+            self._spot_check(spot_check)
 
     def __len__(self):
         return len(self.dataset)
@@ -129,6 +150,51 @@ class CachedDataset(torch.utils.data.Dataset):
                 "plan predicted (drift); values stay correct, but eviction and prefetch "
                 "follow the plan. stats()['drift'] counts such reads.",
                 RuntimeWarning, stacklevel=3)
+
+    # ---- the spot check (see the class docstring)
+
+    def _spot_check(self, count):
+        for index in self._held_indices(count):
+            stored = self.store.peek(index)
+            if stored is None:
+                continue  # evicted meanwhile
+            loaded = self.dataset[index]
+            if same_value(stored, loaded):
+                continue
+            if not same_value(loaded, self.dataset[index]):
+                warnings.warn(
+                    f"opt4store: dataset[{index}] gave different values on two loads: the "
+                    "dataset is not deterministic. The store keeps the first value it is given "
+                    "and serves it in every epoch, which would freeze its random transforms: "
+                    "pass them to CachedDataset(..., transform=), which runs after the cache on "
+                    "every read, and keep the dataset deterministic.",
+                    RuntimeWarning, stacklevel=3)
+                return
+            path = self.store.path
+            raise StaleStoreError(
+                f"the store at {path!r} holds a value for index {index} that differs from "
+                f"dataset[{index}]: it was filled by another version of the dataset (another "
+                "transform, or another dataset of the same length), and would serve stale "
+                f"values. Close it, then reopen it with opt4store.Store({path!r}, ..., "
+                f"reset=True) to empty it and go on, or run 'opt4store clear {path}' first; "
+                "give Store(fingerprint=...) to version the store.")
+
+    def _held_indices(self, count):
+        """Up to ``count`` indices the store holds, spread over the first
+        ones found."""
+        stats = self.store.stats()
+        if stats["ram_items"] + stats["disk_items"] == 0:
+            return []
+        held = []
+        for start in range(0, len(self.dataset), _SPOT_CHUNK):
+            ids = np.arange(start, min(len(self.dataset), start + _SPOT_CHUNK), dtype=np.int64)
+            held.extend(ids[np.asarray(self.store.locate(ids)) != 0].tolist())
+            if len(held) >= _SPOT_CANDIDATES:
+                break
+        if len(held) <= count:
+            return held
+        return [held[round(k * (len(held) - 1) / (count - 1))] for k in range(count)] \
+            if count > 1 else [held[len(held) // 2]]
 
     def __getstate__(self):
         state = dict(self.__dict__)

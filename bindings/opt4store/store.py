@@ -41,6 +41,13 @@ class Store:
     "Options", ``SETTINGS`` here) are saved with the store; one not given
     keeps the saved value, or takes its default in a new store.
 
+    ``fingerprint="..."`` names what made the values (a dataset version, a
+    transform's repr, a hash): saved at creation, and reopening with
+    another raises ``StaleStoreError`` naming both; ``reset=True`` empties
+    the store as it opens (settings kept) and saves the new fingerprint.
+    Left out, the saved fingerprint stays, and CachedDataset spot-checks a
+    few stored values against the dataset instead (its ``spot_check=``).
+
     The C++ store opens when the dataset size is known: at once for an
     existing store, else when a CachedDataset binds the store to a dataset.
     The process that opens it is the owner; DataLoader workers (forked or
@@ -62,7 +69,7 @@ class Store:
 
     def __init__(self, path, ram=None, disk=None, policy=None, *, ram_items=None,
                  prefetch_depth=None, staging=None, compression=None, sync=None,
-                 fetch_timeout_ms=None, shared=None, local_rank=None, local_world_size=None,
+                 fingerprint=None, reset=False, fetch_timeout_ms=None, shared=None, local_rank=None, local_world_size=None,
                  shared_name=None, shared_timeout=300.0, shm_free_bytes_for_testing=None):
         if ram is not None and ram_items is not None:
             raise InvalidArgumentError("give ram= (bytes) or ram_items= (items), not both")
@@ -72,6 +79,13 @@ class Store:
                     "compression": compression, "sync": sync}
         self._options = {name: _setting_value(name, kind, settings[name])
                          for name, kind, _, _ in SETTINGS}
+        if fingerprint is not None and (not isinstance(fingerprint, str) or not fingerprint):
+            raise InvalidArgumentError(
+                f"fingerprint: expected a non-empty str (or None for none), got {fingerprint!r}")
+        if not isinstance(reset, bool):
+            raise InvalidArgumentError(f"reset: expected True or False, got {reset!r}")
+        self._options["fingerprint"] = fingerprint
+        self._options["reset"] = reset
         self._options["fetch_timeout_ms"] = fetch_timeout_ms
         self._options["shm_free_bytes_for_testing"] = shm_free_bytes_for_testing
         _core.check_options(self._options)  # a bad value fails here, not at binding
@@ -190,6 +204,16 @@ class Store:
         tier. A hint (an item may move before it is read); counts nothing."""
         return self._core.locate(np.asarray(indices, dtype=np.int64))
 
+    def peek(self, index):
+        """The value stored for ``index``, or None, read to check it: no
+        access is counted, no plan position consumed, and the tiers are left
+        as they were. In the owner process (a reader does not see the disk
+        tier)."""
+        result = self._require_open().peek(int(index))
+        if result is None or type(result) is torch.Tensor:
+            return result
+        return _values.decode(result)
+
     def put(self, position, index, value):
         """Stores ``value`` for ``index`` (loaded for plan ``position``)."""
         core = self._core
@@ -200,6 +224,12 @@ class Store:
         core.put_encoded(position, index, meta, payload)
 
     # ---- public
+
+    @property
+    def fingerprint(self):
+        """The ``fingerprint=`` this Store was given, or None (the store then
+        keeps the one it saved, if any)."""
+        return self._options.get("fingerprint")
 
     @property
     def is_open(self):

@@ -57,6 +57,7 @@ const char* CodeName(Status::Code code) {
     case Status::Code::kBusy: return "busy";
     case Status::Code::kOutOfRange: return "out of range";
     case Status::Code::kNotSupported: return "not supported";
+    case Status::Code::kStale: return "stale store";
   }
   return "unknown";
 }

@@ -7,6 +7,8 @@
 //                    OPT4STORE_STORE_SETTINGS (store_options.h) by its name;
 //                    stores written before the table say ram_bytes,
 //                    disk_bytes and staging_bytes, which are still read
+//   "store/fingerprint"  StoreOptions::fingerprint, verbatim; absent for a
+//                    store made without one (or before fingerprints)
 //   "store/plan"     key=value lines of a generated or file PlanSpec
 //   "store/cursor"   "plan=<PlanSpec::Describe()>", "position=<n>" and
 //                    "epoch_length=<n>"
@@ -31,6 +33,7 @@ namespace opt4store {
 constexpr char kManifestFormatKey[] = "store/format";
 constexpr char kManifestFormat[] = "opt4store-store 1";
 constexpr char kManifestOptionsKey[] = "store/options";
+constexpr char kManifestFingerprintKey[] = "store/fingerprint";
 constexpr char kManifestPlanKey[] = "store/plan";
 constexpr char kManifestCursorKey[] = "store/cursor";
 

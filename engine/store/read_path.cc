@@ -1,10 +1,11 @@
 // The read path (store_impl.h, and store.h for the whole picture): Get,
-// GetBatch and Put in any process. A batch takes three passes: the RAM tier
-// for every read (waiting for an item being filled, or for the Put of the
-// reader loading it); then the disk tier for the rest, in one io_uring batch
-// in the owner, or as fetch requests sent all at once and then waited for in
-// a reader (protocol.h); then the counters and statuses. A reader's Put goes
-// to the owner on the queue; the owner's own goes to OwnerPut.
+// GetBatch and Put in any process, and Peek, which counts nothing. A batch
+// takes three passes: the RAM tier for every read (waiting for an item
+// being filled, or for the Put of the reader loading it); then the disk
+// tier for the rest, in one io_uring batch in the owner, or as fetch
+// requests sent all at once and then waited for in a reader (protocol.h);
+// then the counters and statuses. A reader's Put goes to the owner on the
+// queue; the owner's own goes to OwnerPut.
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -77,6 +78,36 @@ Status Store::Impl::Get(uint64_t position, ItemId id, ReadSink* sink, GetSource*
   Status status;
   GetBatch(&position, &id, 1, &sink, &status, source);
   return status;
+}
+
+Status Store::Impl::Peek(ItemId id, ReadSink* sink, GetSource* source) {
+  if (source) *source = GetSource::kMiss;
+  if (closed_.load(std::memory_order_acquire)) return Status::IOError("the store is closed");
+  if (id >= dataset_size_) {
+    return Status::OutOfRange("id " + std::to_string(id) + " is out of range: the store holds " +
+                              std::to_string(dataset_size_) + " items");
+  }
+  bool found = false;
+  GetSource where = GetSource::kRam;
+  if (!disk_only_) OPT4STORE_RETURN_IF_ERROR(ReadRam(id, sink, &found));
+  if (!found && InOwner() && disk_ && (disk_only_ || ctl_->OnDisk(id))) {
+    std::string meta, payload;
+    Status s = disk_->Get(id, &meta, &payload);
+    if (s.IsIOError()) return s;
+    if (s.ok()) {
+      OPT4STORE_RETURN_IF_ERROR(CopyToSink(sink, meta, payload));
+      found = true;
+    } else if (!disk_only_) {
+      ctl_->SetOnDisk(id, false);  // gone, or corrupt (and dropped): a miss, as for Get
+    }
+    where = GetSource::kDisk;
+  } else if (!found && InOwner() && disk_) {
+    OPT4STORE_RETURN_IF_ERROR(ReadPendingWrite(id, sink, &found));
+    where = GetSource::kDisk;
+  }
+  if (!found) return Status::NotFound("id " + std::to_string(id) + " is not in the store");
+  if (source) *source = where;
+  return Status::OK();
 }
 
 Status Store::Impl::LookupRam(ItemId id, ReadSink* sink, bool* found) {

@@ -179,6 +179,9 @@ uint64_t Store::dataset_size() const { return impl_->dataset_size(); }
 Status Store::Get(uint64_t position, ItemId id, ReadSink* sink, GetSource* source) {
   return impl_->Get(position, id, sink, source);
 }
+Status Store::Peek(ItemId id, ReadSink* sink, GetSource* source) {
+  return impl_->Peek(id, sink, source);
+}
 void Store::GetBatch(const uint64_t* positions, const ItemId* ids, size_t n,
                      ReadSink* const* sinks, Status* statuses, GetSource* sources) {
   impl_->GetBatch(positions, ids, n, sinks, statuses, sources);

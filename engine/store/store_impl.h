@@ -68,6 +68,7 @@ class Store::Impl : private ResidencyTiers {
   uint64_t dataset_size() const { return dataset_size_; }
 
   Status Get(uint64_t position, ItemId id, ReadSink* sink, GetSource* source);
+  Status Peek(ItemId id, ReadSink* sink, GetSource* source);
   void GetBatch(const uint64_t* positions, const ItemId* ids, size_t n, ReadSink* const* sinks,
                 Status* statuses, GetSource* sources);
   Status Put(uint64_t position, ItemId id, std::string_view meta, std::string_view payload);
@@ -87,6 +88,7 @@ class Store::Impl : private ResidencyTiers {
   // ---- opening (store_open.cc)
   Status ReadManifest(bool* exists);
   Status ResolveOptions(const StoreOptions& options, bool exists);
+  Status ResolveFingerprint(const StoreOptions& options, bool exists, StoreSettings* merged);
   Status OpenDisk(uint64_t budget);
   Status WriteManifest();
   Status CreateShared();

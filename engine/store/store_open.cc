@@ -1,8 +1,9 @@
-// Opening and recovery (store_impl.h): the manifest and the options it fixes,
-// the disk tier (opened once to read the manifest, again with its budget),
-// the shared segments and the Residency, the plan, and the cursor to
-// resume at. Reattaching a reader is the short path: the control block
-// names the other segments.
+// Opening and recovery (store_impl.h): the manifest and the options it fixes
+// (the dataset size, the fingerprint), the disk tier (opened once to read
+// the manifest, again with its budget; emptied here on reset), the shared
+// segments and the Residency, the plan, and the cursor to resume at.
+// Reattaching a reader is the short path: the control block names the
+// other segments.
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +59,10 @@ Status Store::Impl::ReadManifest(bool* exists) {
   std::string text;
   OPT4STORE_RETURN_IF_ERROR(disk_->GetMeta(kManifestOptionsKey, &text));
   OPT4STORE_RETURN_IF_ERROR(DecodeManifestOptions(text, &effective_));
+  // Absent in a store made without one, or before fingerprints existed.
+  Status f = disk_->GetMeta(kManifestFingerprintKey, &effective_.fingerprint);
+  if (!f.ok() && !f.IsNotFound()) return f;
+  if (f.IsNotFound()) effective_.fingerprint.clear();
   *exists = true;
   return Status::OK();
 }
@@ -112,6 +117,7 @@ Status Store::Impl::ResolveOptions(const StoreOptions& o, bool exists) {
     return Status::InvalidArgument(where + "dataset size " + std::to_string(m.dataset_size) +
                                    " is over the limit " + std::to_string(kMaxDatasetSize));
   }
+  OPT4STORE_RETURN_IF_ERROR(ResolveFingerprint(o, exists, &m));
   // Settings: may change between runs.
   if (o.ram && o.ram_items) {
     return Status::InvalidArgument(where + "give ram or ram_items, not both");
@@ -136,9 +142,39 @@ Status Store::Impl::ResolveOptions(const StoreOptions& o, bool exists) {
   return Status::OK();
 }
 
+// The fingerprint: fixed at creation, unless the open resets the store.
+// A store whose values cannot be stale (it holds none) or whose maker gave
+// none takes the one given.
+Status Store::Impl::ResolveFingerprint(const StoreOptions& o, bool exists, StoreSettings* m) {
+  if (!o.fingerprint) return Status::OK();
+  const std::string where = "store " + path_ + ": ";
+  if (o.fingerprint->empty()) {
+    return Status::InvalidArgument(where + "the fingerprint is empty (leave it out for none)");
+  }
+  const uint64_t held = exists && disk_ ? disk_->GetStats().items : 0;
+  if (held > 0 && !o.reset && *o.fingerprint != m->fingerprint) {
+    if (!m->fingerprint.empty()) {
+      return Status::Stale(
+          where + "its " + std::to_string(held) + " values were made for fingerprint '" +
+          m->fingerprint + "', and this open gives fingerprint '" + *o.fingerprint +
+          "': they may be stale. Open it with reset=True to empty it and go on, or run "
+          "'opt4store clear " + path_ + "' first");
+    }
+    log_(where + "it had no fingerprint; its " + std::to_string(held) +
+         " values are now taken as made for fingerprint '" + *o.fingerprint +
+         "'. If other code made them, empty it: reset=True, or 'opt4store clear " + path_ +
+         "'");
+  }
+  m->fingerprint = *o.fingerprint;
+  return Status::OK();
+}
+
 Status Store::Impl::WriteManifest() {
   OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestFormatKey, kManifestFormat));
   OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestOptionsKey, EncodeManifestOptions(effective_)));
+  if (!effective_.fingerprint.empty()) {
+    OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestFingerprintKey, effective_.fingerprint));
+  }
   if (options_.plan && PlanIsPersistable(*options_.plan)) {
     OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestPlanKey, EncodePlanSpec(*options_.plan)));
   }
@@ -258,6 +294,11 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
     OPT4STORE_RETURN_IF_ERROR(disk_->Close());
     disk_.reset();
     OPT4STORE_RETURN_IF_ERROR(OpenDisk(effective_.disk));
+  }
+  if (disk_ && options.reset) {
+    // Before the manifest: a crash in between leaves an empty store with
+    // the old fingerprint, which the next open's fingerprint replaces.
+    OPT4STORE_RETURN_IF_ERROR(disk_->Clear().WithContext("store " + path + ": reset"));
   }
   if (disk_) {
     OPT4STORE_RETURN_IF_ERROR(WriteManifest());

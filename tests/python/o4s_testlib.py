@@ -352,16 +352,19 @@ def make_base_sampler(kind, n, seed):
 
 
 def run_planned(path, n, kind, seed, epochs, counter_path, num_workers=0, batch_size=8,
-                **store_options):
+                spot_check=0, **store_options):
     """Opens the store at path, runs every epoch of a PlannedSampler over
     UniformDataset(n) through a DataLoader, checks every sample, closes the
-    store. Returns stats, source calls and wrong samples as a dict."""
+    store. Returns stats, source calls and wrong samples as a dict.
+    spot_check: CachedDataset's; 0 by default, so that the source calls
+    counted are the reads' only (test_stale.py checks the spot check's)."""
     counter = CallCounter(counter_path)
     before = counter.count
     store = opt4store.Store(path, **store_options)
     try:
         sampler = opt4store.PlannedSampler(make_base_sampler(kind, n, seed), epochs=epochs)
-        ds = opt4store.CachedDataset(UniformDataset(n, counter=counter), store, sampler)
+        ds = opt4store.CachedDataset(UniformDataset(n, counter=counter), store, sampler,
+                                     spot_check=spot_check)
         kwargs = dict(multiprocessing_context="fork") if num_workers else {}
         loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=batch_size,
                                              num_workers=num_workers, **kwargs)

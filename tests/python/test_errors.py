@@ -15,7 +15,7 @@ from o4s_testlib import UniformDataset, child_env
 def test_error_hierarchy():
     for cls in (opt4store.InvalidArgumentError, opt4store.BusyError, opt4store.NoSpaceError,
                 opt4store.CorruptionError, opt4store.NotFoundError, opt4store.OutOfRangeError,
-                opt4store.IOError_):
+                opt4store.IOError_, opt4store.StaleStoreError):
         assert issubclass(cls, opt4store.Error)
     assert issubclass(opt4store.InvalidArgumentError, ValueError)
     assert issubclass(opt4store.OutOfRangeError, IndexError)

@@ -31,6 +31,7 @@ class [[nodiscard]] Status {
     kBusy,             // another process holds the resource (the store lock)
     kOutOfRange,       // an index past the end (id >= dataset size, ...)
     kNotSupported,     // a feature this build or kernel lacks
+    kStale,            // a store filled for another version of the data (fingerprint)
   };
 
   Status() noexcept = default;
@@ -53,6 +54,7 @@ class [[nodiscard]] Status {
   static Status Busy(std::string_view msg) { return Status(Code::kBusy, msg); }
   static Status OutOfRange(std::string_view msg) { return Status(Code::kOutOfRange, msg); }
   static Status NotSupported(std::string_view msg) { return Status(Code::kNotSupported, msg); }
+  static Status Stale(std::string_view msg) { return Status(Code::kStale, msg); }
 
   bool ok() const { return state_ == nullptr; }
   Code code() const { return state_ ? state_->code : Code::kOk; }
@@ -64,6 +66,7 @@ class [[nodiscard]] Status {
   bool IsBusy() const { return code() == Code::kBusy; }
   bool IsOutOfRange() const { return code() == Code::kOutOfRange; }
   bool IsNotSupported() const { return code() == Code::kNotSupported; }
+  bool IsStale() const { return code() == Code::kStale; }
 
   // The message alone, without the code's name ("" when OK).
   const std::string& message() const;

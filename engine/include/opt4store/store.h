@@ -152,6 +152,13 @@ class Store {
   // the value came from.
   Status Get(uint64_t position, ItemId id, ReadSink* sink, GetSource* source = nullptr);
 
+  // Reads id, wherever the store holds it, to check what it holds: unlike
+  // Get it counts no access, marks no position, waits for nothing and
+  // leaves the RAM tier as it was. The disk tier is read in the owner only
+  // (a reader gets NotFound for an item only there). Returns OK, NotFound,
+  // OutOfRange, IOError, or the sink's error; a corrupt record is NotFound.
+  Status Peek(ItemId id, ReadSink* sink, GetSource* source = nullptr);
+
   // Get for n reads. statuses[i] and sources[i] (sources may be null)
   // belong to the i-th read. The owner reads the disk-tier items of the
   // batch in one io_uring batch.

@@ -88,6 +88,15 @@ struct StoreOptions {
   // N: ids are [0, N). Default: the plan's dataset size. Required when
   // creating a store without a plan.
   std::optional<uint64_t> dataset_size;
+  // What the values were made by: any non-empty text the caller chooses
+  // (the dataset's version, its transform's repr, a hash of both). Saved
+  // at creation; an open that gives another fingerprint gets Stale
+  // (naming both) unless `reset` is set, and is then saved as the new one.
+  // Not given: the saved one stays (none for a store made without one). A
+  // store without one, or one that holds no values, takes the one given.
+  // Not a row of OPT4STORE_STORE_SETTINGS: those may change freely from
+  // run to run; this one may not. Kept verbatim (any bytes).
+  std::optional<std::string> fingerprint;
 
   // ---- Settings: one optional field per row of OPT4STORE_STORE_SETTINGS.
   // ram_items: the policy then counts items; the shared segment reserves
@@ -114,6 +123,11 @@ struct StoreOptions {
   bool use_io_uring = true;
   bool create_if_missing = true;
   bool error_if_exists = false;
+  // Empties the store's values (the disk tier's records, segment files and
+  // index entries) as it opens, before anything reads them; its settings,
+  // plan and cursor stay, and a fingerprint given is saved. What a changed
+  // fingerprint needs, and what `opt4store clear` does.
+  bool reset = false;
   // Admin mode: the disk tier and the manifest only; no shared memory, no
   // planner. Get reads the disk tier, Put writes it. For the CLI.
   bool disk_only = false;
@@ -135,12 +149,13 @@ struct StoreOptions {
   std::function<Status(const std::string& dir, uint64_t* free_bytes)> shm_free_space_for_testing;
 };
 
-// What an open store runs with: its dataset size and every setting, each
-// set (ram is 0 when the capacity is in items, ram_items 0 otherwise; a
-// count or size is 0 until the open fills in its default). The manifest
-// saves it; Store::Inspect reports it.
+// What an open store runs with: its dataset size, its fingerprint and
+// every setting, each set (ram is 0 when the capacity is in items,
+// ram_items 0 otherwise; a count or size is 0 until the open fills in its
+// default). The manifest saves it; Store::Inspect reports it.
 struct StoreSettings {
   uint64_t dataset_size = 0;
+  std::string fingerprint;  // "" for none
 #define OPT4STORE_DECLARE_SETTING(name, type, kind, default_text, help) type name{};
   OPT4STORE_STORE_SETTINGS(OPT4STORE_DECLARE_SETTING)
 #undef OPT4STORE_DECLARE_SETTING

@@ -1,0 +1,108 @@
+// store_cli_test_util.h: running the real opt4store binary (OPT4STORE_CLI)
+// from the store's CLI tests (store_cli_test.cc, store_clear_test.cc): its
+// exit status, stdout and stderr; a store made by `create`; a directory of
+// files for `import`.
+#ifndef OPT4STORE_TESTS_STORE_CLI_TEST_UTIL_H_
+#define OPT4STORE_TESTS_STORE_CLI_TEST_UTIL_H_
+
+#include <sys/wait.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "test_util.h"
+
+namespace opt4store_test {
+
+struct CliResult {
+  int status = -1;  // the exit status; -1 when killed by a signal
+  std::string out;  // stdout, byte for byte
+  std::string err;
+};
+
+inline std::string Quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs `opt4store args...` through the shell, stderr to a file.
+inline CliResult Cli(const TempDir& dir, const std::vector<std::string>& args) {
+  const std::string err_path = dir.File("cli_stderr.txt");
+  std::string cmd = Quoted(OPT4STORE_CLI);
+  for (const std::string& a : args) cmd += " " + Quoted(a);
+  cmd += " 2>" + Quoted(err_path);
+  CliResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[1 << 14];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
+  const int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.err = ReadBytes(err_path);
+  return r;
+}
+
+// Runs and requires success; returns stdout.
+inline std::string CliOk(const TempDir& dir, const std::vector<std::string>& args) {
+  CliResult r = Cli(dir, args);
+  INFO("args[0]: " << args[0] << "\nstdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.status == 0);
+  return r.out;
+}
+
+// A failure: non-zero exit and the CLI's error prefix on stderr.
+inline void CheckFails(const CliResult& r) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.status != 0);
+  CHECK(r.status != -1);
+  CHECK(r.err.find("opt4store: error: ") != std::string::npos);
+}
+
+// Deterministic bytes: every value 0..255 shows up for n >= 256.
+inline std::string Bytes(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    s[i] = static_cast<char>(i < 256 ? (i + seed) & 0xFF : x >> 24);
+  }
+  return s;
+}
+
+// A store with room for n samples, created through the CLI.
+inline std::string CreateStore(const TempDir& dir, uint64_t n, std::vector<std::string> extra = {}) {
+  const std::string store = dir.File("store");
+  std::vector<std::string> args = {"create", store,  "--dataset-size", std::to_string(n),
+                                   "--ram",  "1MiB", "--disk",         "64MiB"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  CliOk(dir, args);
+  return store;
+}
+
+// Three files and what the importer must skip: a hidden file and a folder.
+// Sorted by name: "a.txt" (id 0), "b.bin" (id 1), "c" (id 2).
+inline std::vector<std::pair<std::string, std::string>> WriteInputDir(const TempDir& dir) {
+  std::filesystem::create_directory(dir.File("in"));
+  std::filesystem::create_directory(dir.File("in/sub"));
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"a.txt", "hello, store\n"}, {"b.bin", Bytes(3000, 1)}, {"c", Bytes(70000, 2)}};
+  // Written out of order: ids follow names, not creation.
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    WriteBytes(dir.File("in/" + it->first), it->second);
+  }
+  WriteBytes(dir.File("in/.hidden"), "not a sample");
+  WriteBytes(dir.File("in/sub/nested"), "not a sample either");
+  return files;
+}
+
+}  // namespace opt4store_test
+
+#endif  // OPT4STORE_TESTS_STORE_CLI_TEST_UTIL_H_
