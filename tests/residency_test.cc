@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "store_test_util.h"
@@ -43,7 +44,9 @@ class FakeTiers : public ResidencyTiers {
   }
   void ExpectPut(ItemId id, uint64_t position) override { expected[id] = position; }
   void SetNextUse(ItemId id, uint64_t position) override { next_use[id] = position; }
-  void Skipped(uint64_t, ItemId) override {}
+  void Skipped(uint64_t position, ItemId planned) override {
+    skipped.push_back({position, planned});
+  }
   void Drifted(uint64_t position, ItemId planned, ItemId got) override {
     drifted.push_back({position, planned, got});
   }
@@ -58,6 +61,7 @@ class FakeTiers : public ResidencyTiers {
   std::map<uint64_t, ItemId> consumed;
   std::map<ItemId, uint64_t> expected;
   std::vector<Drift> drifted;
+  std::vector<std::pair<uint64_t, ItemId>> skipped;
   uint64_t item_bytes = 100;
   uint64_t evictions = 0;
 };
@@ -75,7 +79,7 @@ uint64_t ReadInOrder(Residency* r, FakeTiers* tiers, const std::vector<ItemId>& 
                      uint64_t depth, uint64_t capacity_items, bool note_sizes) {
   uint64_t hits = 0;
   for (uint64_t p = 0; p < ids.size(); ++p) {
-    r->AdvanceFrontier(p);
+    r->AdvanceFrontier(p, 0);
     r->PlanAhead(std::max(p + 1, r->frontier() + depth), 0, p);
     const ItemId id = ids[p];
     const bool hit = tiers->InRam(id);
@@ -171,7 +175,7 @@ TEST_CASE("Residency: a restart prefetches the next reads from disk and lets the
   // The reader consumes the first four positions: their items leave RAM
   // (read once, never again) and four more are prefetched.
   for (uint64_t p = 0; p < 4; ++p) tiers.consumed[p] = ids[p];
-  r.AdvanceFrontier(4);
+  r.AdvanceFrontier(4, 0);
   CHECK(r.frontier() == 4);
   for (uint64_t p = 0; p < 4; ++p) CHECK(tiers.ram.count(ids[p]) == 0);
   CHECK(tiers.evictions == 4);
@@ -198,7 +202,7 @@ TEST_CASE("Residency: drift and unread positions are counted and passed", "[resi
     const ItemId other = ids[0] == 0 ? 1 : 0;
     tiers.consumed[0] = other;
     tiers.consumed[1] = ids[1];
-    r.AdvanceFrontier(2);
+    r.AdvanceFrontier(2, 0);
     CHECK(r.frontier() == 2);
     CHECK(r.drift() == 1);
     REQUIRE(tiers.drifted.size() == 1);
@@ -208,14 +212,62 @@ TEST_CASE("Residency: drift and unread positions are counted and passed", "[resi
   }
   SECTION("a position nobody reads (drop_last) stops the frontier until readers are far past") {
     for (uint64_t p = 1; p < 8; ++p) tiers.consumed[p] = ids[p];
-    r.AdvanceFrontier(8);
+    r.AdvanceFrontier(8, 0);
     CHECK(r.frontier() == 0);  // waits for position 0
     CHECK(r.abandoned() == 0);
     for (uint64_t p = 8; p < 12; ++p) tiers.consumed[p] = ids[p];
     r.PlanAhead(16, 0, 12);
-    r.AdvanceFrontier(12);  // 12 > 0 + 16 / 2: position 0 is left behind
+    r.AdvanceFrontier(12, 0);  // 12 > 0 + 16 / 2: position 0 is left behind
     CHECK(r.abandoned() == 1);
     CHECK(r.frontier() == 12);
+  }
+}
+
+TEST_CASE("Residency: an epoch's unread positions are skipped once readers have left it",
+          "[residency]") {
+  const uint64_t n = 8;
+  const PlanSpec plan = ShufflePlan(n, 3, 4);
+  std::vector<ItemId> ids;
+  REQUIRE(PlanIds(plan, &ids).ok());
+  FakeTiers tiers(n);
+  ResidencyOptions o;
+  o.num_ids = n;
+  o.ram_items = 4;
+  o.prefetch_depth = 4;
+  o.ring_slots = 64;  // far more than the epoch: the lag rule never applies here
+  o.epoch_grace_ms = 100;
+  Residency r(o, &tiers);
+  REQUIRE(r.SetPlan(plan, 0).ok());
+  r.PlanAhead(12, 12, 0);
+
+  SECTION("drop_last's tail: passed after the grace, its loaders' waiters answered") {
+    for (uint64_t p = 0; p < 6; ++p) tiers.consumed[p] = ids[p];  // 6 and 7 never read
+    r.AdvanceFrontier(6, 1000);
+    CHECK(r.frontier() == 6);
+    tiers.consumed[8] = ids[8];  // the next epoch begins
+    r.AdvanceFrontier(9, 1000);
+    CHECK(r.frontier() == 6);  // readers of the old epoch may be a little late
+    r.AdvanceFrontier(9, 1099);
+    CHECK(r.frontier() == 6);
+    tiers.consumed[6] = ids[6];  // one was: it counts as read
+    r.AdvanceFrontier(9, 1099);
+    CHECK(r.frontier() == 7);
+    r.AdvanceFrontier(9, 1100);
+    CHECK(r.frontier() == 9);
+    CHECK(r.abandoned() == 1);
+    REQUIRE(tiers.skipped.size() == 1);
+    CHECK(tiers.skipped[0].first == 7);
+    CHECK(tiers.skipped[0].second == ids[7]);
+  }
+  SECTION("an unread position inside the epoch readers are in waits for its reader") {
+    for (uint64_t p = 0; p < 8; ++p) {
+      if (p != 5) tiers.consumed[p] = ids[p];
+    }
+    r.AdvanceFrontier(8, 0);
+    r.AdvanceFrontier(8, 1000000);
+    CHECK(r.frontier() == 5);
+    CHECK(r.abandoned() == 0);
+    CHECK(tiers.skipped.empty());
   }
 }
 

@@ -51,6 +51,11 @@ Status Store::Impl::WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms,
   return ReadRam(id, sink, found);
 }
 
+bool Store::Impl::InEarlierEpoch(uint64_t from, uint64_t position) const {
+  const uint64_t length = ctl_->gauges().epoch_length.load(std::memory_order_relaxed);
+  return from > 0 && length > 0 && from / length < position / length;
+}
+
 void Store::Impl::Mark(uint64_t position, ItemId id) {
   if (PlanPosition(position)) ctl_->MarkConsumed(position, id);
 }
@@ -194,10 +199,13 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       ItemId got = 0;
       if (ram_->Contains(ids[i]) || from >= positions[i] ||
           (from > 0 && ctl_->Consumed(from, &got) && got != ids[i]) ||
+          InEarlierEpoch(from, positions[i]) ||
           std::find(positions, positions + n, from) != positions + n) {
         // Here already, no longer expected, its loader drifted to another
-        // id, or its loader is a read of this batch (whose caller Puts after
-        // this call returns: waiting would wait for ourselves).
+        // id, its loader's epoch is over (an unread position: drop_last's
+        // tail, a loop that broke off), or its loader is a read of this
+        // batch (whose caller Puts after this call returns: waiting would
+        // wait for ourselves).
         statuses[i] = LookupRam(ids[i], sinks[i], &found);
       } else {
         c.expect_waits.fetch_add(1, std::memory_order_relaxed);

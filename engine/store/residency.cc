@@ -171,7 +171,19 @@ void Residency::Release(uint64_t position) {
   MaybeEvict(slot.id);
 }
 
-void Residency::AdvanceFrontier(uint64_t high_water) {
+bool Residency::EpochLeft(uint64_t position, uint64_t high_water, int64_t now_ms) {
+  const uint64_t length = epoch_length();
+  if (length == 0 || high_water == 0) return false;
+  const uint64_t epoch = position / length;
+  if ((high_water - 1) / length <= epoch) return false;
+  if (left_epoch_ != epoch + 1) {
+    left_epoch_ = epoch + 1;
+    left_at_ms_ = now_ms;
+  }
+  return now_ms - left_at_ms_ >= options_.epoch_grace_ms;
+}
+
+void Residency::AdvanceFrontier(uint64_t high_water, int64_t now_ms) {
   if (!has_plan()) return;
   const uint64_t abandon_lag = options_.ring_slots / 2;
   // Readers far ahead of the planner: plan up to them so they can be passed.
@@ -190,8 +202,10 @@ void Residency::AdvanceFrontier(uint64_t high_water) {
         ++drift_;
         tiers_->Drifted(frontier_, planned_id, got);
       }
-    } else if (high_water > frontier_ + abandon_lag) {
+    } else if (high_water > frontier_ + abandon_lag ||
+               EpochLeft(frontier_, high_water, now_ms)) {
       ++abandoned_;
+      tiers_->Skipped(frontier_, SlotAt(frontier_).id);
     } else {
       break;
     }

@@ -93,6 +93,12 @@ struct ResidencyOptions {
   // 4 x prefetch_depth. Positions never consumed are skipped once readers
   // are ring_slots / 2 past them.
   uint64_t ring_slots = uint64_t{1} << 16;
+  // Positions of an epoch that readers have left (they read in a later
+  // epoch) are skipped this long after the first such read: epochs run one
+  // after another, so nobody will read them (drop_last's tail, a loop that
+  // broke off), but readers that share the store may finish an epoch a
+  // little apart.
+  int64_t epoch_grace_ms = 100;
   // Whether the disk tier exists: next uses are sent and prefetch runs.
   bool disk = false;
 };
@@ -127,9 +133,11 @@ class Residency {
   // position is below force_through or readers (their highest position,
   // high_water) are already past it by prefetch_depth.
   void PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_water);
-  // Moves the frontier over consumed positions (and over positions readers
-  // left behind by ring_slots / 2), releasing their reads.
-  void AdvanceFrontier(uint64_t high_water);
+  // Moves the frontier over consumed positions, and over positions nobody
+  // will read: readers left them behind by ring_slots / 2, or read in a
+  // later epoch for epoch_grace_ms (now_ms: a monotonic clock). Releases
+  // their reads; readers waiting for a skipped position's Put are answered.
+  void AdvanceFrontier(uint64_t high_water, int64_t now_ms);
 
   // ---- decisions
   // Whether id belongs in RAM now.
@@ -167,6 +175,7 @@ class Residency {
     return slots_[position & (options_.ring_slots - 1)];
   }
   void Release(uint64_t position);
+  bool EpochLeft(uint64_t position, uint64_t high_water, int64_t now_ms);
   void ExpireFetched();
   bool HeldAfter(ItemId id, uint32_t next_slot) const;
 
@@ -193,6 +202,10 @@ class Residency {
                       std::greater<>>
       fetched_;
   std::vector<ItemId> evicted_;  // scratch
+
+  // The latest epoch readers were seen to leave (+1; 0: none), and when.
+  uint64_t left_epoch_ = 0;
+  int64_t left_at_ms_ = 0;
 
   uint64_t policy_hits_ = 0;
   uint64_t drift_ = 0;

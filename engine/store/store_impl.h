@@ -140,6 +140,8 @@ class Store::Impl : private ResidencyTiers {
   Status WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms, ReadSink* sink,
                      bool* found);
   void Mark(uint64_t position, ItemId id);
+  // Whether `from` lies in an epoch before `position`'s: its read is over.
+  bool InEarlierEpoch(uint64_t from, uint64_t position) const;
   bool PlanPosition(uint64_t position) const {
     return position != kNoPosition && position < total_positions_.load(std::memory_order_relaxed);
   }

@@ -1,0 +1,77 @@
+"""Planned positions that nobody reads (issue 14): drop_last's tail and a
+loop that breaks off, under torch's own DataLoader with workers. The store
+passes them once readers are in the next epoch: no reader waits for a value
+that nobody loads, and the frontier does not stay behind."""
+
+import time
+
+import torch
+import torch.utils.data
+
+import opt4store
+
+N = 60
+BATCH = 8  # 60 = 7 x 8 + 4: drop_last leaves 4 positions of each epoch unread
+
+
+class Source(torch.utils.data.Dataset):
+    def __len__(self):
+        return N
+
+    def __getitem__(self, i):
+        return torch.full((32,), int(i), dtype=torch.int64)
+
+
+def cached(tmp_path, epochs):
+    store = opt4store.Store(tmp_path / "s", ram_items=N // 3, disk="4MiB")
+    sampler = opt4store.PlannedSampler(
+        torch.utils.data.RandomSampler(range(N), generator=torch.Generator().manual_seed(5)),
+        epochs=epochs)
+    return store, sampler, opt4store.CachedDataset(Source(), store, sampler)
+
+
+def check(batch):
+    assert torch.equal(batch[:, 0:1].expand(-1, 32), batch)
+
+
+def settle(store, abandoned):
+    """stats() once the planner had time past the store's grace."""
+    deadline = time.monotonic() + 5
+    while True:
+        st = store.stats()
+        if st["abandoned_positions"] >= abandoned or time.monotonic() > deadline:
+            return st
+        time.sleep(0.05)
+
+
+def test_drop_last_tail_is_passed_without_waits(tmp_path):
+    store, sampler, ds = cached(tmp_path, epochs=3)
+    for _ in range(3):
+        batches = list(torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH,
+                                                   drop_last=True, num_workers=2))
+        assert len(batches) == N // BATCH
+        for batch in batches:
+            check(batch)
+    st = settle(store, abandoned=2 * (N % BATCH))
+    # Readers of epochs 2 and 3 never waited for a Put from an unread tail.
+    assert st["expect_timeouts"] == 0, st
+    # Epochs 1 and 2's tails are passed; epoch 3's is the end of the plan.
+    assert st["abandoned_positions"] == 2 * (N % BATCH), st
+    assert st["position"] == 2 * N + N // BATCH * BATCH, st  # the frontier
+    store.close()
+
+
+def test_a_loop_that_breaks_off_does_not_stall_the_next_epoch(tmp_path):
+    store, sampler, ds = cached(tmp_path, epochs=2)
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=2)
+    for k, batch in enumerate(loader):
+        check(batch)
+        if k == 2:
+            break
+    for batch in torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH,
+                                             num_workers=2):
+        check(batch)
+    st = settle(store, abandoned=1)
+    assert st["expect_timeouts"] == 0, st
+    assert st["abandoned_positions"] > 0, st
+    store.close()
