@@ -281,6 +281,7 @@ class PyStore {
   }
 
   uint64_t ResumePosition() { return Checked()->ResumePosition(); }
+  uint64_t Frontier() { return Checked()->Frontier(); }
   std::string Handle() { return Checked()->handle(); }
   bool IsOwner() { return Checked()->IsOwner(); }
   uint64_t DatasetSize() { return Checked()->dataset_size(); }
@@ -429,6 +430,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("indices"))
       .def("stats", &PyStore::Stats)
       .def("resume_position", &PyStore::ResumePosition)
+      .def("frontier", &PyStore::Frontier)
       .def("handle", &PyStore::Handle)
       .def("is_owner", &PyStore::IsOwner)
       .def("dataset_size", &PyStore::DatasetSize)

@@ -24,7 +24,9 @@ class CachedDataset(torch.utils.data.Dataset):
     which drive eviction and prefetch.
 
     A plain int index (no position) works too: in the main process it is
-    taken as the next plan position, in a worker as unplanned. An index the
+    taken as the next plan position; in a worker (a wrapper Dataset calling
+    ``ds[int(i)]``) as the index's first read in the plan at or after the
+    readers' frontier, in that epoch or the next. An index the
     plan did not predict at that position is drift: the value is still
     right, the store counts it, and a warning is issued once.
 
@@ -62,6 +64,9 @@ class CachedDataset(torch.utils.data.Dataset):
         self._plan = memoryview(plan) if isinstance(plan, np.ndarray) else plan
         self._cursor = sampler.position() if sampler is not None else 0
         self._stride, self._offset = sampler.store_layout if sampler is not None else (1, 0)
+        # Kept apart from the sampler, which workers do not get.
+        self._epoch_length = getattr(sampler, "epoch_length", 0) if sampler is not None else 0
+        self._inverses = {}
         self._warned_drift = False
         if spot_check and store.fingerprint is None and store.is_owner:
             self._spot_check(spot_check)
@@ -124,6 +129,46 @@ class CachedDataset(torch.utils.data.Dataset):
             self._drift(index, position)
         return position
 
+    def _recover_position(self, index):
+        """The position of a plain int read in a DataLoader worker (a wrapper
+        Dataset that calls ``ds[int(i)]`` loses the PlannedIndex): the
+        index's first read in the plan at or after the readers' frontier, in
+        the frontier's epoch or the next, so that the read counts as the
+        plan's (hits, eviction and the frontier as with a PlannedIndex).
+        NO_POSITION when the plan has no epochs to look in, or the store is
+        shared by local ranks (their positions interleave)."""
+        length = self._epoch_length
+        if not length or self._stride != 1:
+            return NO_POSITION
+        frontier = self.store.frontier()
+        if frontier == NO_POSITION or not 0 <= index < len(self.dataset):
+            return NO_POSITION
+        epoch = frontier // length
+        for e in (epoch, epoch + 1):
+            inverse = self._epoch_inverse(e, length)
+            if inverse is None:
+                break
+            position = e * length + int(inverse[index])
+            if inverse[index] >= 0 and position >= frontier:
+                return position
+        return NO_POSITION
+
+    def _epoch_inverse(self, epoch, length):
+        """{index: its first offset in epoch `epoch`} as an array (-1: not
+        read there); the last two epochs asked for are kept."""
+        cache = self._inverses
+        inverse = cache.get(epoch)
+        if inverse is None:
+            if (epoch + 1) * length > len(self._plan):
+                return None
+            ids = np.asarray(self._plan[epoch * length:(epoch + 1) * length], dtype=np.int64)
+            inverse = np.full(len(self.dataset), -1, dtype=np.int64)
+            inverse[ids[::-1]] = np.arange(length - 1, -1, -1)  # the first read wins
+            if len(cache) >= 2:
+                cache.pop(min(cache))
+            cache[epoch] = inverse
+        return inverse
+
     def load_miss(self, position, index):
         """Loads ``index`` from the dataset and stores it for ``position``
         (a read that found nothing): the untransformed value."""
@@ -134,8 +179,10 @@ class CachedDataset(torch.utils.data.Dataset):
         return value
 
     def _guess_position(self, index):
-        if self._plan is None or torch.utils.data.get_worker_info() is not None:
+        if self._plan is None:
             return NO_POSITION
+        if torch.utils.data.get_worker_info() is not None:
+            return self._recover_position(int(index))
         position = self._cursor * self._stride + self._offset
         self._cursor += 1
         if position >= len(self._plan) or self._plan[position] != index:
@@ -201,6 +248,7 @@ class CachedDataset(torch.utils.data.Dataset):
         # A worker reads by the positions it is given; the sampler (which may
         # hold an unpicklable torch.Generator) stays in the main process.
         state["sampler"] = None
+        state["_inverses"] = {}
         if isinstance(self._plan, memoryview):
             state["_plan"] = self._plan.obj  # memoryviews do not pickle
         return state

@@ -191,6 +191,12 @@ class Store:
                                     np.asarray(rows, dtype=np.int64), meta, int(payload_bytes),
                                     list(offsets), list(leaves))
 
+    def frontier(self):
+        """The readers' frontier: the lowest plan position not yet read (as
+        ``stats()["position"]``, without collecting the other counters);
+        NO_POSITION without a plan."""
+        return self._require_open().frontier()
+
     def mark_consumed(self, positions, indices):
         """Marks plan positions as read without reading them (a loader that
         skips them: drop_last's tail), so that the store does not wait for

@@ -34,6 +34,11 @@ Status Store::Impl::SetPlan(const PlanSpec& plan, uint64_t start_position) {
 
 uint64_t Store::Impl::ResumePosition() const { return resume_position_; }
 
+uint64_t Store::Impl::Frontier() const {
+  if (!ctl_ || total_positions_.load(std::memory_order_relaxed) == 0) return kNoPosition;
+  return ctl_->header()->frontier.load(std::memory_order_acquire);
+}
+
 Status Store::Impl::SaveCursor(uint64_t* position) {
   Cursor cursor;
   {
@@ -198,6 +203,7 @@ Status Store::SetPlan(const PlanSpec& plan, uint64_t start_position) {
   return impl_->SetPlan(plan, start_position);
 }
 uint64_t Store::ResumePosition() const { return impl_->ResumePosition(); }
+uint64_t Store::Frontier() const { return impl_->Frontier(); }
 Status Store::Flush() { return impl_->Flush(); }
 Status Store::Compact() { return impl_->Compact(); }
 Status Store::Verify(StoreVerifyReport* report) { return impl_->Verify(report); }

@@ -77,6 +77,7 @@ class Store::Impl : private ResidencyTiers {
 
   Status SetPlan(const PlanSpec& plan, uint64_t start_position);
   uint64_t ResumePosition() const;
+  uint64_t Frontier() const;
   Status Flush();
   Status Compact();
   Status Verify(StoreVerifyReport* report);

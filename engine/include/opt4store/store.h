@@ -183,6 +183,10 @@ class Store {
   // Marks a position consumed without a Get (a reader that skips it: no
   // reader waits for a Put from it).
   void MarkConsumed(uint64_t position, ItemId id);
+  // The readers' frontier: the lowest plan position not yet consumed, as
+  // the owner last published it (kNoPosition without a plan). Readers that
+  // lost a read's position find it again near here.
+  uint64_t Frontier() const;
 
   // ---- Owner only (InvalidArgument in a reader).
 
