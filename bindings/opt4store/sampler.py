@@ -142,6 +142,34 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._taken_from = start
         return positions, ids
 
+    def set_epoch(self, epoch):
+        """The next iter() reads recorded epoch ``epoch`` (as DDP loops call
+        it before each epoch). The epoch the sampler is at (or resumes in,
+        after load_state_dict) keeps its place; a later one starts at its
+        beginning, and the epochs in between are never read (a bound store is
+        planned from there, as after load_state_dict). An epoch already begun cannot be read again: the
+        plan only goes forward."""
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
+            raise TypeError(f"set_epoch: expected an int, got {type(epoch).__name__}")
+        epoch = int(epoch)
+        if epoch == self._epoch:
+            return
+        if epoch < self._epoch:
+            raise InvalidArgumentError(
+                f"set_epoch({epoch}): epoch {self._epoch - 1} was read already and the plan "
+                f"only goes forward; the next epoch is {self._epoch} (to read an earlier "
+                "one again, make a new PlannedSampler and Store.bind it)")
+        if epoch >= self.epochs:
+            raise InvalidArgumentError(
+                f"set_epoch({epoch}): this PlannedSampler recorded {self.epochs} epochs "
+                f"(0 to {self.epochs - 1}); create it with more epochs")
+        self._epoch = epoch
+        self._start = 0
+        self._current_epoch = epoch
+        self._yielded = 0
+        for store in self._stores:
+            self._plan_store(store)  # from the new start, as load_state_dict does
+
     def note_yielded(self, count):
         """``count`` of the last take_epoch()'s indices have been handed out."""
         self._yielded = self._taken_from + int(count)

@@ -84,6 +84,46 @@ def test_each_iter_yields_the_next_epoch_with_positions():
         next(iter(s))  # every recorded epoch is used
 
 
+def test_set_epoch_as_ddp_loops_call_it():
+    """set_epoch(e) before each epoch: the same epochs; the epoch resumed in
+    keeps its place; a later epoch starts at its beginning; an epoch read
+    already is refused, as are epochs never recorded."""
+    s = make_sampler()
+    for epoch in range(2):
+        s.set_epoch(epoch)
+        assert as_pairs(iter(s)) == planned_pairs(s, epoch * N, (epoch + 1) * N)
+    with pytest.raises(opt4store.InvalidArgumentError, match="only goes forward"):
+        s.set_epoch(1)
+    with pytest.raises(opt4store.InvalidArgumentError, match="recorded 3 epochs"):
+        s.set_epoch(3)
+    with pytest.raises(TypeError):
+        s.set_epoch(1.0)
+
+    resumed = make_sampler()
+    resumed.load_state_dict({**s.state_dict(), "epoch": 1, "index": 30})
+    resumed.set_epoch(1)  # the loop's own epoch counter, after a resume
+    assert as_pairs(iter(resumed)) == planned_pairs(s, N + 30, 2 * N)
+
+    skipping = make_sampler()
+    skipping.set_epoch(2)
+    assert as_pairs(iter(skipping)) == planned_pairs(s, 2 * N, 3 * N)
+
+
+def test_set_epoch_forward_replans_a_bound_store(tmp_path):
+    store = opt4store.Store(tmp_path / "store", ram_items=N // 2, disk=0)
+    sampler = make_sampler()
+    ds = opt4store.CachedDataset(UniformDataset(N), store, sampler)
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=0)
+    try:
+        assert check_epoch(loader, sampler.plan, 0, N, BATCH, uniform_item, stacked=True) == []
+        sampler.set_epoch(2)
+        assert check_epoch(loader, sampler.plan, 2, N, BATCH, uniform_item, stacked=True) == []
+        st = store.stats()
+        assert st["position"] == 3 * N and st["drift"] == 0 and st["expect_timeouts"] == 0, st
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("replacement", [False, True])
 def test_fresh_sampler_resumes_mid_epoch_at_the_next_index(tmp_path, replacement):
     """num_workers=0: after 4 batches of epoch 1 the state says index 40, and
