@@ -110,6 +110,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._yielded = 0
         self._taken_from = 0
         self._current_epoch = 0
+        self._counted_by_loader = False  # take_epoch + note_yielded: exact counts
         self._stores = []
         # Store positions: own position * _stride + _offset (host positions
         # of a store shared by _stride local ranks; else 1 and 0).
@@ -121,6 +122,7 @@ class PlannedSampler(torch.utils.data.Sampler):
 
     def __iter__(self):
         base, start = self._begin_epoch()
+        self._counted_by_loader = False
         ids = self.plan[base:base + self.epoch_length].tolist()
         stride, offset = self._stride, self._offset
         for i in range(start, self.epoch_length):
@@ -140,6 +142,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         positions = np.arange(base + start, base + self.epoch_length, dtype=np.uint64)
         positions = positions * np.uint64(self._stride) + np.uint64(self._offset)
         self._taken_from = start
+        self._counted_by_loader = True
         return positions, ids
 
     def set_epoch(self, epoch):
@@ -189,13 +192,34 @@ class PlannedSampler(torch.utils.data.Sampler):
         return epoch * self.epoch_length, start
 
     def state_dict(self, consumed=None):
-        """Where to resume: the epoch in progress and the samples of it done."""
+        """Where to resume: the epoch in progress and the samples of it done.
+        Without ``consumed=``, mid-epoch, the indices handed out count as
+        done: refused when a bound store did not read them in this process
+        (DataLoader workers read them, and fetch ahead of the loop)."""
+        if consumed is None:
+            self._check_count_is_exact()
         done = self._yielded if consumed is None else int(consumed)
         epoch = self._current_epoch if self._epoch > 0 else 0
         if done >= self.epoch_length:
             epoch, done = epoch + 1, 0
         return {"epoch": epoch, "index": done, "epochs": self.epochs,
                 "epoch_length": self.epoch_length, "fingerprint": self.fingerprint}
+
+    def _check_count_is_exact(self):
+        if self._counted_by_loader or not self._stores or \
+                not 0 < self._yielded < self.epoch_length:
+            return
+        last = (self._current_epoch * self.epoch_length + self._yielded - 1) * self._stride + \
+            self._offset
+        if any(store.last_position_read() >= last for store in self._stores):
+            return
+        raise InvalidArgumentError(
+            f"state_dict() without consumed=: {self._yielded} indices of epoch "
+            f"{self._current_epoch} were handed out, but not read in this process: a "
+            "DataLoader's workers read them and fetch batches ahead of the training loop, so "
+            "resuming there would skip samples. Pass consumed= (the samples the loop has "
+            "processed in this epoch), or use opt4store.DataLoader, whose state_dict() "
+            "counts what it yielded")
 
     def load_state_dict(self, state):
         """The next iter() resumes at state's epoch and index."""

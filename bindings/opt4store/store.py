@@ -90,6 +90,7 @@ class Store:
         self._options["shm_free_bytes_for_testing"] = shm_free_bytes_for_testing
         _core.check_options(self._options)  # a bad value fails here, not at binding
         self._core = None
+        self._read_to = -1  # the highest plan position read in this process
         self._handle = None
         if shared not in (None, False, "local"):
             raise InvalidArgumentError(f"shared={shared!r}: expected None or 'local'")
@@ -168,6 +169,8 @@ class Store:
         """The value stored for ``index``, or None; ``position`` is its plan
         position (NO_POSITION when unknown), which counts it as read there."""
         result = self._core.get(position, index)
+        if position != NO_POSITION and position > self._read_to:
+            self._read_to = position
         if result is None or type(result) is torch.Tensor:
             return result
         return _values.decode(result)
@@ -175,8 +178,11 @@ class Store:
     def get_batch(self, positions, indices):
         """Store.get for each (position, index) pair, in one call: a list of
         values, None for a miss."""
-        results = self._core.get_batch(np.asarray(positions, dtype=np.uint64),
-                                       np.asarray(indices, dtype=np.int64))
+        positions = np.asarray(positions, dtype=np.uint64)
+        results = self._core.get_batch(positions, np.asarray(indices, dtype=np.int64))
+        planned = positions[positions != NO_POSITION]
+        if len(planned) and int(planned.max()) > self._read_to:
+            self._read_to = int(planned.max())
         return [r if r is None or type(r) is torch.Tensor else _values.decode(r) for r in results]
 
     def read_into(self, positions, indices, rows, meta, payload_bytes, offsets, leaves):
@@ -190,6 +196,12 @@ class Store:
                                     np.asarray(indices, dtype=np.int64),
                                     np.asarray(rows, dtype=np.int64), meta, int(payload_bytes),
                                     list(offsets), list(leaves))
+
+    def last_position_read(self):
+        """The highest plan position this process has read through this
+        Store object with get or get_batch (-1: none): a PlannedSampler
+        checks with it that the indices it handed out were read here."""
+        return self._read_to
 
     def frontier(self):
         """The readers' frontier: the lowest plan position not yet read (as
@@ -286,6 +298,7 @@ class Store:
         self._options = state["options"]
         self._handle = state["handle"]
         self._sharing = None
+        self._read_to = -1
         self._core = _core.Store.attach(self._handle)
 
     def __repr__(self):

@@ -228,6 +228,10 @@ def test_resume_with_workers_and_consumed(tmp_path):
         it = iter(loader)
         for _ in range(3):
             next(it)
+        # The workers fetched batches ahead: the count handed out is not
+        # what the loop processed, and a state_dict without consumed= says so.
+        with pytest.raises(opt4store.InvalidArgumentError, match="consumed="):
+            sampler.state_dict()
         state = sampler.state_dict(consumed=3 * BATCH)
         assert (state["epoch"], state["index"]) == (0, 3 * BATCH)
         del it
