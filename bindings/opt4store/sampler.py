@@ -94,6 +94,14 @@ class PlannedSampler(torch.utils.data.Sampler):
             raise InvalidArgumentError("epochs must be at least 1")
         self.sampler = sampler
         self.epochs = int(epochs)
+        # An unseeded random sampler draws from torch's global generator,
+        # which a restarted process does not repeat: give it a generator with
+        # a seed drawn here, and keep the seed in the state, so that a resume
+        # records the same order.
+        self.seed = None
+        if getattr(sampler, "generator", False) is None:
+            self.seed = int(torch.empty((), dtype=torch.int64).random_().item())
+            sampler.generator = torch.Generator().manual_seed(self.seed)
         orders = _record(sampler, self.epochs)
         lengths = {len(o) for o in orders}
         if len(lengths) != 1:
@@ -203,7 +211,43 @@ class PlannedSampler(torch.utils.data.Sampler):
         if done >= self.epoch_length:
             epoch, done = epoch + 1, 0
         return {"epoch": epoch, "index": done, "epochs": self.epochs,
-                "epoch_length": self.epoch_length, "fingerprint": self.fingerprint}
+                "epoch_length": self.epoch_length, "fingerprint": self.fingerprint,
+                "seed": self.seed, "rank": getattr(self.sampler, "rank", None)}
+
+    def _plan_with_seed(self, seed):
+        """(plan, seed): this sampler's order recorded again with `seed` when
+        both this sampler and the saved one were unseeded (they drew
+        different seeds); else the plan as it is."""
+        if self.seed is None or not isinstance(seed, int) or seed == self.seed:
+            return self.plan, self.seed
+        other = copy.copy(self.sampler)
+        other.generator = torch.Generator().manual_seed(seed)
+        plan = np.concatenate(_record(other, self.epochs))
+        if len(plan) != len(self.plan):
+            return self.plan, self.seed
+        return plan, seed
+
+    def _fingerprint_as_saved(self, state, plan):
+        """The fingerprint this sampler's order has as `state` was saved: its
+        first state["epochs"] epochs (a state saved by a sampler that
+        recorded fewer), recorded for state["rank"] when that is another
+        rank of the same DistributedSampler."""
+        try:
+            epochs = int(state.get("epochs", self.epochs))
+        except (TypeError, ValueError):
+            return self.fingerprint
+        if not 0 < epochs <= self.epochs:
+            return self.fingerprint
+        rank = state.get("rank")
+        if rank is not None and rank != getattr(self.sampler, "rank", None) and \
+                hasattr(self.sampler, "num_replicas") and isinstance(rank, int) and \
+                0 <= rank < self.sampler.num_replicas:
+            other = copy.copy(self.sampler)
+            other.rank = rank
+            return _core.plan_fingerprint(np.concatenate(_record(other, epochs)))
+        if epochs == self.epochs and plan is self.plan:
+            return self.fingerprint
+        return _core.plan_fingerprint(plan[:epochs * self.epoch_length])
 
     def _check_count_is_exact(self):
         if self._counted_by_loader or not self._stores or \
@@ -222,9 +266,19 @@ class PlannedSampler(torch.utils.data.Sampler):
             "counts what it yielded")
 
     def load_state_dict(self, state):
-        """The next iter() resumes at state's epoch and index."""
+        """The next iter() resumes at state's epoch and index. The state may
+        come from another rank of the same DistributedSampler (one checkpoint
+        for every rank: each resumes its own order at the same place), from
+        a sampler that recorded fewer epochs of the same order (this one
+        plans the rest), or from an unseeded random sampler (its seed is in
+        the state: this one records that order again)."""
+        if not isinstance(state, dict):
+            raise InvalidArgumentError(
+                f"load_state_dict: expected a PlannedSampler state dict, got "
+                f"{type(state).__name__}")
+        plan, seed = self._plan_with_seed(state.get("seed"))
         theirs = state.get("fingerprint")
-        if theirs != self.fingerprint:
+        if theirs != self._fingerprint_as_saved(state, plan):
             if isinstance(theirs, str) and len(theirs) == 40:
                 raise InvalidArgumentError(
                     "this state_dict was saved by an older opt4store, whose plan fingerprint "
@@ -234,6 +288,12 @@ class PlannedSampler(torch.utils.data.Sampler):
             raise InvalidArgumentError(
                 f"this state belongs to another plan (fingerprint {theirs!r}, this sampler's "
                 f"is {self.fingerprint!r}): a different sampler, seed or epoch count")
+        if seed != self.seed:
+            # In place: CachedDatasets hold views of the plan.
+            self.plan[:] = plan
+            self.seed = seed
+            self.sampler.generator = torch.Generator().manual_seed(seed)
+            self.fingerprint = _core.plan_fingerprint(self.plan)
         self._epoch = int(state["epoch"])
         self._start = int(state["index"])
         self._current_epoch = self._epoch

@@ -245,7 +245,7 @@ def test_resume_with_workers_and_consumed(tmp_path):
 
 def test_state_of_another_plan_is_refused():
     state = make_sampler(seed=7).state_dict()
-    for other in (make_sampler(seed=8), make_sampler(epochs=EPOCHS + 1),
+    for other in (make_sampler(seed=8), make_sampler(epochs=EPOCHS - 1),
                   make_sampler(replacement=True)):
         with pytest.raises(opt4store.InvalidArgumentError, match="another plan"):
             other.load_state_dict(state)
@@ -256,3 +256,59 @@ def test_state_of_another_plan_is_refused():
     with pytest.raises(opt4store.Error):
         s.load_state_dict(make_sampler(seed=9).state_dict())
     assert as_pairs(iter(s)) == planned_pairs(s, 0, N)
+
+
+def test_more_epochs_continue_the_same_order():
+    """A run extended at resume: a sampler that records more epochs takes the
+    state of one that recorded fewer, continues the same order and has the
+    new epochs planned."""
+    short = make_sampler()
+    longer = make_sampler(epochs=EPOCHS + 2)
+    longer.load_state_dict(dict(short.state_dict(), epoch=1, index=30))
+    assert as_pairs(iter(longer)) == planned_pairs(short, N + 30, 2 * N)
+    assert as_pairs(iter(longer)) == planned_pairs(short, 2 * N, 3 * N)
+    assert len(list(iter(longer))) == N  # epochs 3 and 4 are planned too
+    assert len(list(iter(longer))) == N
+
+
+def test_an_unseeded_random_sampler_resumes(tmp_path):
+    """RandomSampler without a generator draws from torch's global RNG: the
+    PlannedSampler gives it a seed, kept in the state, and a new process's
+    sampler records that order again (in place: a CachedDataset bound before
+    load_state_dict sees it, so no drift)."""
+    first = opt4store.PlannedSampler(torch.utils.data.RandomSampler(range(N)), epochs=EPOCHS)
+    state = dict(first.state_dict(), epoch=1, index=20)
+    torch.manual_seed(12345)  # another process: another global RNG
+    store = opt4store.Store(tmp_path / "store", ram_items=N // 2, disk=0)
+    again = opt4store.PlannedSampler(torch.utils.data.RandomSampler(range(N)), epochs=EPOCHS)
+    assert again.fingerprint != first.fingerprint
+    ds = opt4store.CachedDataset(UniformDataset(N), store, again)
+    again.load_state_dict(state)
+    assert again.fingerprint == first.fingerprint
+    try:
+        batches = list(torch.utils.data.DataLoader(ds, sampler=again, batch_size=BATCH))
+        got = torch.cat([b[:, 0] for b in batches]).tolist()
+        assert got == [uniform_item(int(i))[0].item() for i in first.plan[N + 20:2 * N]]
+        assert store.stats()["drift"] == 0
+    finally:
+        store.close()
+
+
+def test_one_checkpoint_restores_every_ddp_rank():
+    """DDP saves the state once, on rank 0; each rank loads it and resumes
+    its own order at the same place."""
+    def rank_sampler(rank):
+        return opt4store.PlannedSampler(
+            torch.utils.data.distributed.DistributedSampler(range(N), num_replicas=2, rank=rank,
+                                                            seed=3), epochs=EPOCHS)
+    saved = dict(rank_sampler(0).state_dict(), epoch=1, index=10)
+    for rank in (0, 1):
+        s = rank_sampler(rank)
+        s.load_state_dict(saved)
+        half = N // 2
+        assert as_pairs(iter(s)) == planned_pairs(s, half + 10, 2 * half)
+    with pytest.raises(opt4store.InvalidArgumentError, match="another plan"):
+        other_seed = opt4store.PlannedSampler(
+            torch.utils.data.distributed.DistributedSampler(range(N), num_replicas=2, rank=1,
+                                                            seed=4), epochs=EPOCHS)
+        other_seed.load_state_dict(saved)
