@@ -282,6 +282,7 @@ class PyStore {
 
   uint64_t ResumePosition() { return Checked()->ResumePosition(); }
   uint64_t Frontier() { return Checked()->Frontier(); }
+  bool FirstWarning(uint32_t kind) { return Checked()->FirstWarning(kind); }
   std::string Handle() { return Checked()->handle(); }
   bool IsOwner() { return Checked()->IsOwner(); }
   uint64_t DatasetSize() { return Checked()->dataset_size(); }
@@ -431,6 +432,7 @@ PYBIND11_MODULE(_core, m) {
       .def("stats", &PyStore::Stats)
       .def("resume_position", &PyStore::ResumePosition)
       .def("frontier", &PyStore::Frontier)
+      .def("first_warning", &PyStore::FirstWarning, py::arg("kind"))
       .def("handle", &PyStore::Handle)
       .def("is_owner", &PyStore::IsOwner)
       .def("dataset_size", &PyStore::DatasetSize)

@@ -43,6 +43,9 @@ _INT64 = (-(1 << 63), 1 << 63)
 _NUMBER_LEAVES = {"i": "<i8", "f": "<f8", "b": "|b1"}
 _warned_pickle = False
 _warned_types = set()
+# Store.warn_once's kind for the pickle warning (kinds from 32 are the
+# package's; below, the engine's).
+WARN_PICKLE = 32
 
 
 class _Leaf:
@@ -92,9 +95,11 @@ def _structurable(value, depth=0):
     return False
 
 
-def encode(value):
-    """Returns (meta bytes, payload buffer) for a value that is not a tensor."""
-    meta, chunks, size = encode_parts(value)
+def encode(value, warn_once=None):
+    """Returns (meta bytes, payload buffer) for a value that is not a tensor.
+    warn_once(kind, message): issues a warning once (Store.warn_once: once
+    per store, across workers); without it, once per process."""
+    meta, chunks, size = encode_parts(value, warn_once)
     if len(chunks) == 1 and chunks[0][0] == 0 and chunks[0][1].nbytes == size:
         return meta, chunks[0][1]
     payload = np.zeros(size, np.uint8)
@@ -103,7 +108,7 @@ def encode(value):
     return meta, payload
 
 
-def encode_parts(value):
+def encode_parts(value, warn_once=None):
     """(meta bytes, [(offset, uint8 array)], payload size): encode() without
     building the payload, for a caller that copies the pieces where they go
     (opt4store.DataLoader writes each leaf into its batch tensor). The arrays
@@ -160,11 +165,13 @@ def encode_parts(value):
                 _warn_plain_types(value)
                 user = pickle.dumps(_plain_containers(skeleton), protocol=pickle.HIGHEST_PROTOCOL)
             return _core.encode_header("bytes", [size], TAG_STRUCT, user), chunks, size
-    if not _warned_pickle:
+    message = (f"opt4store: caching a {type(value).__name__} through pickle, which is slower "
+               "than tensors, arrays, or tuples/lists/dicts of them")
+    if warn_once is not None:
+        warn_once(WARN_PICKLE, message)
+    elif not _warned_pickle:
         _warned_pickle = True
-        warnings.warn(
-            f"opt4store: caching a {type(value).__name__} through pickle, which is slower "
-            "than tensors, arrays, or tuples/lists/dicts of them", RuntimeWarning, stacklevel=4)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
     data = np.frombuffer(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), np.uint8)
     return _core.encode_header("bytes", [data.nbytes], TAG_PICKLE, b""), [(0, data)], data.nbytes
 

@@ -8,7 +8,7 @@ import torch.utils.data
 
 from ._errors import InvalidArgumentError, StaleStoreError
 from ._values import same_value
-from .store import NO_POSITION
+from .store import NO_POSITION, WARN_DRIFT
 
 # The spot check looks for values the store holds this many ids at a time,
 # and picks its ids spread over the first _SPOT_CANDIDATES it finds.
@@ -67,7 +67,6 @@ class CachedDataset(torch.utils.data.Dataset):
         # Kept apart from the sampler, which workers do not get.
         self._epoch_length = getattr(sampler, "epoch_length", 0) if sampler is not None else 0
         self._inverses = {}
-        self._warned_drift = False
         if spot_check and store.fingerprint is None and store.is_owner:
             self._spot_check(spot_check)
 
@@ -185,18 +184,18 @@ class CachedDataset(torch.utils.data.Dataset):
             return self._recover_position(int(index))
         position = self._cursor * self._stride + self._offset
         self._cursor += 1
-        if position >= len(self._plan) or self._plan[position] != index:
+        if position >= len(self._plan):
+            return NO_POSITION  # past the recorded epochs: an unplanned read
+        if self._plan[position] != index:
             self._drift(index, position)
-        return position if position < len(self._plan) else NO_POSITION
+        return position
 
     def _drift(self, index, position):
-        if not self._warned_drift:
-            self._warned_drift = True
-            warnings.warn(
-                f"opt4store: index {int(index)} at plan position {position} is not what the "
-                "plan predicted (drift); values stay correct, but eviction and prefetch "
-                "follow the plan. stats()['drift'] counts such reads.",
-                RuntimeWarning, stacklevel=3)
+        self.store.warn_once(
+            WARN_DRIFT,
+            f"opt4store: index {int(index)} at plan position {position} is not what the "
+            "plan predicted (drift); values stay correct, but eviction and prefetch follow "
+            "the plan. stats()['drift'] counts such reads.")
 
     # ---- the spot check (see the class docstring)
 

@@ -1,6 +1,7 @@
 """opt4store.Store: the Python face of the C++ store (engine/include/opt4store/store.h)."""
 
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -11,6 +12,9 @@ from ._errors import InvalidArgumentError, IOError_
 from ._sizes import parse_size
 
 NO_POSITION = _core.NO_POSITION
+# Store.warn_once's kind for drift: the engine's own (kWarnDrift), so that
+# CachedDataset's warning and the engine's log are one warning.
+WARN_DRIFT = 1
 
 # The settings a store saves, from the one table (store_options.h):
 # (name, kind, default, help); kind is "size", "count" or "name".
@@ -197,6 +201,14 @@ class Store:
                                     np.asarray(rows, dtype=np.int64), meta, int(payload_bytes),
                                     list(offsets), list(leaves))
 
+    def warn_once(self, kind, message):
+        """Issues ``message`` as a RuntimeWarning the first time any process
+        of this store (owner, readers, DataLoader workers) asks with this
+        ``kind``: once per store, not once per worker."""
+        core = self._core
+        if core is None or core.closed or core.first_warning(kind):
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+
     def last_position_read(self):
         """The highest plan position this process has read through this
         Store object with get or get_batch (-1: none): a PlannedSampler
@@ -238,7 +250,7 @@ class Store:
         if isinstance(value, torch.Tensor) and value.dtype in _values.TORCH_DTYPE_NAMES:
             core.put_tensor(position, index, value)
             return
-        meta, payload = _values.encode(value)
+        meta, payload = _values.encode(value, self.warn_once)
         core.put_encoded(position, index, meta, payload)
 
     # ---- public

@@ -91,6 +91,8 @@ class ControlBlock {
     std::atomic<uint64_t> plan_generation;         // owner: bumped by each new plan
     alignas(64) std::atomic<uint64_t> high_water;  // readers: highest consumed + 1
     alignas(64) std::atomic<uint32_t> owner_closed;
+    // Bit k: warning kind k was issued by some process of this store.
+    std::atomic<uint64_t> warned;
     alignas(64) SharedCounters counters;
     alignas(64) OwnerGauges gauges;
   };

@@ -8,8 +8,18 @@
 namespace opt4store {
 
 void Store::Impl::Warn(int kind, const std::string& message) {
-  bool expected = false;
-  if (warned_[kind].compare_exchange_strong(expected, true)) log_(message);
+  if (FirstWarning(static_cast<uint32_t>(kind))) log_(message);
+}
+
+bool Store::Impl::FirstWarning(uint32_t kind) {
+  if (kind >= 64) return true;
+  if (!ctl_) {
+    // Closed or not opened: this process's own flag.
+    bool expected = false;
+    return kind >= kWarnCount || warned_[kind].compare_exchange_strong(expected, true);
+  }
+  const uint64_t bit = uint64_t{1} << kind;
+  return (ctl_->header()->warned.fetch_or(bit, std::memory_order_relaxed) & bit) == 0;
 }
 
 // ---------------------------------------------------------------- the owner's admin calls
@@ -204,6 +214,7 @@ Status Store::SetPlan(const PlanSpec& plan, uint64_t start_position) {
 }
 uint64_t Store::ResumePosition() const { return impl_->ResumePosition(); }
 uint64_t Store::Frontier() const { return impl_->Frontier(); }
+bool Store::FirstWarning(uint32_t kind) { return impl_->FirstWarning(kind); }
 Status Store::Flush() { return impl_->Flush(); }
 Status Store::Compact() { return impl_->Compact(); }
 Status Store::Verify(StoreVerifyReport* report) { return impl_->Verify(report); }

@@ -78,6 +78,7 @@ class Store::Impl : private ResidencyTiers {
   Status SetPlan(const PlanSpec& plan, uint64_t start_position);
   uint64_t ResumePosition() const;
   uint64_t Frontier() const;
+  bool FirstWarning(uint32_t kind);
   Status Flush();
   Status Compact();
   Status Verify(StoreVerifyReport* report);

@@ -204,8 +204,9 @@ Status Store::Impl::CreateShared() {
   }
   Status s = RamTier::Create(r, &ram_);
   if (!s.ok()) {
-    return s.WithContext("RAM tier of " + std::to_string(effective_.ram) +
-                         " bytes + staging " + std::to_string(effective_.staging));
+    return s.WithContext("RAM tier of ram=" + std::to_string(effective_.ram) +
+                         " bytes + staging=" + std::to_string(effective_.staging) +
+                         " bytes (lower ram= or staging=, or make /dev/shm larger)");
   }
   SharedQueueOptions q;
   q.capacity_bytes = options_.queue_bytes;

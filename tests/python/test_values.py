@@ -3,7 +3,10 @@ type, dtype, shape and values), as a fresh object, for tensors of every
 dtype and shape, numpy arrays, nested structures, pickled objects and
 items of varying sizes; from the RAM tier and from the disk tier."""
 
+import json
 import math
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -12,7 +15,7 @@ import torch
 
 import opt4store
 from o4s_testlib import (FailingDataset, ListDataset, Point, VariableDataset, assert_same,
-                         run_child, variable_item)
+                         child_env, run_child, variable_item)
 
 TORCH_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
                 torch.float32, torch.float64, torch.bfloat16, torch.bool, torch.complex64,
@@ -269,6 +272,40 @@ def test_pickle_fallback_warns_once(tmp_path):
     category, message = out["warnings"][0]
     assert category == "RuntimeWarning"
     assert "pickle" in message and "slower" in message
+
+
+PICKLE_IN_WORKERS_CHILD = """
+import json, sys, torch, torch.utils.data, opt4store
+
+class Sets(torch.utils.data.Dataset):
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        return {int(i), -int(i)}  # a set: pickled
+
+store = opt4store.Store(sys.argv[1], ram_items=24, disk=0)
+sampler = opt4store.PlannedSampler(torch.utils.data.SequentialSampler(range(24)), epochs=2)
+ds = opt4store.CachedDataset(Sets(), store, sampler)
+ok = True
+for _ in range(2):  # new workers each epoch
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=4, num_workers=3,
+                                         collate_fn=list, multiprocessing_context="fork")
+    for batch in loader:
+        ok = ok and all(v == {min(v) * -1, min(v)} for v in batch)
+store.close()
+print(json.dumps({"ok": ok}))
+"""
+
+
+def test_pickle_fallback_warns_once_across_workers(tmp_path):
+    """Workers put the pickled values: one warning for the store, not one per
+    worker and epoch (6 workers here)."""
+    proc = subprocess.run([sys.executable, "-c", PICKLE_IN_WORKERS_CHILD, str(tmp_path / "s")],
+                          env=child_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["ok"]
+    assert proc.stderr.count("through pickle") == 1, proc.stderr
 
 
 def test_variable_sizes_round_trip(store_path, counter):

@@ -187,6 +187,11 @@ class Store {
   // the owner last published it (kNoPosition without a plan). Readers that
   // lost a read's position find it again near here.
   uint64_t Frontier() const;
+  // True for the first call with `kind` (0 to 63) among all the processes
+  // of this store (owner, readers, DataLoader workers), so that a warning
+  // is issued once per store rather than once per worker. Kinds 0 to 31
+  // are the engine's own (see store_impl.h), 32 to 63 its callers'.
+  bool FirstWarning(uint32_t kind);
 
   // ---- Owner only (InvalidArgument in a reader).
 
