@@ -21,6 +21,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "opt4store/plan.h"
 #include "opt4store/store.h"
 #include "opt4store/store_stats.h"
 #include "json_test_util.h"
@@ -431,6 +432,27 @@ TEST_CASE("stats --json and inspect describe the store", "[store_cli]") {
   CHECK(ij.at("tiers").at("disk_live_bytes") == json.at("disk_live_bytes"));
   CHECK(ij.at("tiers").at("ram_items") == json.at("ram_items"));
   CHECK(!ij.at("tiers").contains("accesses"));
+}
+
+TEST_CASE("inspect names a plan that a run set, not 'none'", "[store_cli]") {
+  TempDir dir;
+  const std::string store = CreateStore(dir, 4);
+  {
+    StoreOptions options;
+    options.create_if_missing = false;
+    std::unique_ptr<Store> s;
+    REQUIRE(Store::Open(options, store, &s).ok());
+    PlanSpec plan;  // what Python's PlannedSampler gives a store at bind
+    plan.kind = SamplerKind::kExplicit;
+    plan.ids = std::make_shared<const std::vector<ItemId>>(std::vector<ItemId>{3, 1, 0, 2});
+    REQUIRE(s->SetPlan(plan, 2).ok());
+    REQUIRE(s->Close().ok());
+  }
+  const std::string text = CliOk(dir, {"inspect", store});
+  INFO(text);
+  CHECK(text.find("plan:           set by the last run: explicit") != std::string::npos);
+  CHECK(text.find("plan:           none") == std::string::npos);
+  CHECK(text.find("(of plan") == std::string::npos);  // said once, on the plan line
 }
 
 TEST_CASE("a store open in another process is a Busy error", "[store_cli]") {

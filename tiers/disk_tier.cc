@@ -162,8 +162,10 @@ DiskTierStats DiskTier::Impl::GetStats() const {
   st.puts = puts_;
   st.user_bytes_put = user_bytes_;
   st.physical_bytes_written = physical_bytes_;
+  st.put_record_bytes = put_record_bytes_;
   st.write_amplification =
-      st.user_bytes_put ? static_cast<double>(st.physical_bytes_written) / st.user_bytes_put : 0;
+      st.put_record_bytes ? static_cast<double>(st.physical_bytes_written) / st.put_record_bytes
+                          : 0;
   st.compressed_records = compressed_;
   st.gets = gets_;
   st.hits = hits_;

@@ -130,8 +130,11 @@ struct DiskTierStats {
 
   uint64_t puts = 0;
   uint64_t user_bytes_put = 0;     // meta + payload bytes given to Put
+  uint64_t put_record_bytes = 0;   // bytes of the records Puts appended (as stored)
   uint64_t physical_bytes_written = 0;  // record bytes appended, compaction included
-  double write_amplification = 0;  // physical_bytes_written / user_bytes_put
+  // physical_bytes_written / put_record_bytes: 1 until compaction rewrites
+  // records (compression is no part of it: records count as stored).
+  double write_amplification = 0;
   uint64_t compressed_records = 0;  // Puts stored with LZ4
 
   uint64_t gets = 0;               // ids asked for, by Get and MultiGet

@@ -180,7 +180,8 @@ class DiskTier::Impl {
   std::vector<std::unique_ptr<Reader>> idle_readers_ GUARDED_BY(reader_mu_);
 
   // Counters; relaxed atomics, read together by GetStats.
-  std::atomic<uint64_t> puts_{0}, user_bytes_{0}, physical_bytes_{0}, compressed_{0};
+  std::atomic<uint64_t> puts_{0}, user_bytes_{0}, put_record_bytes_{0}, physical_bytes_{0},
+      compressed_{0};
   std::atomic<uint64_t> gets_{0}, hits_{0}, corrupt_{0}, read_errors_{0};
   std::atomic<uint64_t> evictions_{0}, compactions_{0}, compaction_bytes_{0};
   std::atomic<uint64_t> recovered_{0}, dropped_on_open_{0}, truncated_bytes_{0};

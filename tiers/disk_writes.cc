@@ -72,6 +72,7 @@ Status DiskTier::Impl::Put(ItemId id, std::string_view meta, std::string_view pa
   }
   puts_.fetch_add(1, std::memory_order_relaxed);
   user_bytes_.fetch_add(meta.size() + payload.size(), std::memory_order_relaxed);
+  put_record_bytes_.fetch_add(size, std::memory_order_relaxed);
   if (rec.header.codec == Codec::kLz4) compressed_.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
 }

@@ -40,6 +40,17 @@ const char* SourceName(GetSource source) {
   return "unknown";
 }
 
+// What a tag means when the Python package stored the value.
+std::string TagMeaning(uint32_t tag) {
+  switch (tag) {
+    case kPythonTensor: return " (a torch tensor, from Python)";
+    case kPythonArray: return " (a numpy array, from Python)";
+    case kPythonStruct: return " (a Python structure of tensors, arrays and numbers)";
+    case kPythonPickle: return " (a pickled Python object)";
+    default: return "";
+  }
+}
+
 // Printable text, with other bytes as \xNN, so that a binary `user` field
 // cannot garble the terminal.
 std::string Escaped(std::string_view bytes) {
@@ -73,8 +84,14 @@ std::string MetaText(ItemId id, GetSource source, const std::string& meta,
   shape += header.shape.size() == 1 ? ",)" : ")";
   out += std::string("dtype:    ") + DTypeName(header.dtype) + "\n";
   out += "shape:    " + shape + "\n";
-  out += "tag:      " + std::to_string(header.tag) + "\n";
-  out += "user:     " + Escaped(header.user) + "\n";
+  out += "tag:      " + std::to_string(header.tag) + TagMeaning(header.tag) + "\n";
+  if (header.tag == kPythonStruct || header.tag == kPythonPickle) {
+    // A pickle: unreadable here, and Python's opt4store decodes it.
+    out += "user:     " + std::to_string(header.user.size()) +
+           " bytes (pickled; Store.get in Python returns the value)\n";
+  } else {
+    out += "user:     " + Escaped(header.user) + "\n";
+  }
   out += "payload:  " + std::to_string(payload.size()) + " bytes";
   if (header.PayloadBytes() != payload.size()) {
     out += " (the header's dtype and shape say " + std::to_string(header.PayloadBytes()) + ")";

@@ -74,7 +74,11 @@ std::string InspectText(const StoreInfo& info, const StoreStats& stats) {
   out += line("fingerprint", info.settings.fingerprint.empty()
                                  ? std::string("none")
                                  : "'" + info.settings.fingerprint + "'");
-  out += line("plan", info.plan.empty() ? std::string("none") : info.plan);
+  // A plan set by a run (Python's PlannedSampler sets one at every bind) is
+  // not the store's own; the cursor names it.
+  out += line("plan", !info.plan.empty()          ? info.plan
+                      : info.cursor_plan.empty() ? std::string("none")
+                                                 : "set by the last run: " + info.cursor_plan);
   VisitSettings(info.settings, [&](const SettingField& field, const std::string& text) {
     // ram and ram_items exclude each other: show the one in use.
     const std::string_view name = field.name;
@@ -83,7 +87,7 @@ std::string InspectText(const StoreInfo& info, const StoreStats& stats) {
     out += line(field.name, field.kind == SettingKind::kBytes ? FormatSize(std::stoull(text)) : text);
   });
   out += "cursor:         epoch " + u(info.cursor_epoch) + ", position " + u(info.cursor_position);
-  if (!info.cursor_plan.empty() && info.cursor_plan != info.plan) {
+  if (!info.cursor_plan.empty() && !info.plan.empty() && info.cursor_plan != info.plan) {
     out += " (of plan " + info.cursor_plan + ")";
   }
   out += "\n\n";

@@ -538,3 +538,28 @@ def test_a_class_pickle_cannot_name_keeps_its_plain_type(store_path):
         assert_same(second, (torch.ones(2), 5))
     finally:
         store.close()
+
+
+def test_cli_get_meta_describes_python_values(tmp_path, opt4store_cli):
+    """`opt4store get --meta` on values the Python package stored: the tag's
+    meaning, and the pickled skeleton as a size, not raw pickle bytes."""
+    items = [{"x": torch.full((4,), i), "name": f"n{i}"} for i in range(3)] + [{1, 2}]
+    store = opt4store.Store(tmp_path / "s", ram_items=4, disk="1MiB")
+    ds = opt4store.CachedDataset(ListDataset(items), store)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the set is pickled
+        for i in range(len(items)):
+            ds[i]
+    store.close()
+    shown = {}
+    for i in (0, 3):
+        out = subprocess.run([opt4store_cli, "get", str(tmp_path / "s"), str(i), "--meta"],
+                             check=True, capture_output=True, text=True).stdout
+        shown[i] = out
+        assert "\\x80" not in out, out  # no raw pickle
+    assert "tag:      3 (a Python structure" in shown[0], shown[0]
+    assert "pickled; Store.get in Python returns the value" in shown[0], shown[0]
+    assert "tag:      4 (a pickled Python object)" in shown[3], shown[3]
+    from opt4store import _values
+    assert (_values.TAG_TENSOR, _values.TAG_NUMPY, _values.TAG_STRUCT, _values.TAG_PICKLE) == \
+        (1, 2, 3, 4)  # the numbers engine/include/opt4store/value.h describes

@@ -57,7 +57,7 @@
   X(disk, uint64_t, disk_file_bytes, kBytes, "bytes of the segment files")                         \
   X(disk, uint64_t, disk_budget, kBytes, "the disk tier's budget (the disk setting)")         \
   X(disk, uint64_t, disk_segments, kCount, "segment files")                                        \
-  X(disk, double, disk_write_amplification, kReal, "bytes written / bytes put")                    \
+  X(disk, double, disk_write_amplification, kReal, "bytes written / bytes of records put")       \
   X(disk, double, disk_space_amplification, kReal, "file bytes / live bytes")                      \
   X(disk, uint64_t, disk_corrupt_records, kCount, "records whose CRC failed")                      \
   X(disk, uint64_t, disk_evictions, kCount, "items evicted to keep the budget")                    \

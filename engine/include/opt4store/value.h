@@ -47,6 +47,15 @@ const char* DTypeName(DType dtype);
 Status ParseDType(std::string_view name, DType* dtype);
 uint64_t DTypeSize(DType dtype);
 
+// The tags the Python package gives the values it stores (its _values.py
+// TAG_* names the same numbers): what `opt4store get --meta` describes.
+enum PythonTag : uint32_t {
+  kPythonTensor = 1,  // a torch tensor
+  kPythonArray = 2,   // a numpy array
+  kPythonStruct = 3,  // tuples, lists, dicts of leaves; user: the pickled skeleton
+  kPythonPickle = 4,  // any other object, pickled whole as the payload
+};
+
 struct ValueHeader {
   DType dtype = DType::kBytes;
   std::vector<int64_t> shape;  // at most 32 dimensions
