@@ -24,7 +24,7 @@ PACKAGES=(
   build-essential cmake pkg-config clang-14
   librocksdb-dev liblz4-dev liburing-dev
   catch2 libcli11-dev nlohmann-json3-dev
-  libtorch-dev python3-torch pybind11-dev python3-dev
+  libtorch-dev python3-torch python3-torchvision pybind11-dev python3-dev
   python3-numpy python3-pytest python3-matplotlib python3-pil
   fio
 )

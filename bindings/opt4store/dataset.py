@@ -131,15 +131,16 @@ class CachedDataset(torch.utils.data.Dataset):
     def _recover_position(self, index):
         """The position of a plain int read in a DataLoader worker (a wrapper
         Dataset that calls ``ds[int(i)]`` loses the PlannedIndex): the
-        index's first read in the plan at or after the readers' frontier, in
-        the frontier's epoch or the next, so that the read counts as the
+        index's first read in the plan at or after the readers' frontier (or
+        the start of the epoch the sampler began last, when later), in that
+        epoch or the next, so that the read counts as the
         plan's (hits, eviction and the frontier as with a PlannedIndex).
         NO_POSITION when the plan has no epochs to look in, or the store is
         shared by local ranks (their positions interleave)."""
         length = self._epoch_length
         if not length or self._stride != 1:
             return NO_POSITION
-        frontier = self.store.frontier()
+        frontier = self.store.reading_from()
         if frontier == NO_POSITION or not 0 <= index < len(self.dataset):
             return NO_POSITION
         epoch = frontier // length

@@ -197,7 +197,11 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._epoch = epoch + 1
         self._current_epoch = epoch
         self._yielded = start
-        return epoch * self.epoch_length, start
+        base = epoch * self.epoch_length
+        for store in self._stores:
+            # Unread positions before here (drop_last's tail) are not read now.
+            store.begin_epoch((base + start) * self._stride + self._offset)
+        return base, start
 
     def state_dict(self, consumed=None):
         """Where to resume: the epoch in progress and the samples of it done.

@@ -221,6 +221,17 @@ class Store:
         NO_POSITION without a plan."""
         return self._require_open().frontier()
 
+    def begin_epoch(self, position):
+        """A sampler began handing out an epoch at plan ``position`` (a
+        PlannedSampler calls it): reads that lost their position look for it
+        from there, not in the previous epoch's unread tail."""
+        self._require_open().begin_epoch(int(position))
+
+    def reading_from(self):
+        """Where reads that lost their position look for it: the frontier, or
+        the start of the epoch the sampler began last, whichever is later."""
+        return self._require_open().reading_from()
+
     def mark_consumed(self, positions, indices):
         """Marks plan positions as read without reading them (a loader that
         skips them: drop_last's tail), so that the store does not wait for

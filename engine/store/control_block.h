@@ -93,6 +93,8 @@ class ControlBlock {
     alignas(64) std::atomic<uint32_t> owner_closed;
     // Bit k: warning kind k was issued by some process of this store.
     std::atomic<uint64_t> warned;
+    // The first position of the epoch the readers began last (BeginEpoch).
+    std::atomic<uint64_t> epoch_start;
     alignas(64) SharedCounters counters;
     alignas(64) OwnerGauges gauges;
   };

@@ -11,6 +11,20 @@ void Store::Impl::Warn(int kind, const std::string& message) {
   if (FirstWarning(static_cast<uint32_t>(kind))) log_(message);
 }
 
+void Store::Impl::BeginEpoch(uint64_t position) {
+  if (!ctl_ || !PlanPosition(position)) return;
+  std::atomic<uint64_t>& start = ctl_->header()->epoch_start;
+  uint64_t seen = start.load(std::memory_order_relaxed);
+  while (seen < position && !start.compare_exchange_weak(seen, position)) {
+  }
+}
+
+uint64_t Store::Impl::ReadingFrom() const {
+  const uint64_t frontier = Frontier();
+  if (frontier == kNoPosition) return frontier;
+  return std::max(frontier, ctl_->header()->epoch_start.load(std::memory_order_acquire));
+}
+
 bool Store::Impl::FirstWarning(uint32_t kind) {
   if (kind >= 64) return true;
   if (!ctl_) {
@@ -214,6 +228,8 @@ Status Store::SetPlan(const PlanSpec& plan, uint64_t start_position) {
 }
 uint64_t Store::ResumePosition() const { return impl_->ResumePosition(); }
 uint64_t Store::Frontier() const { return impl_->Frontier(); }
+void Store::BeginEpoch(uint64_t position) { impl_->BeginEpoch(position); }
+uint64_t Store::ReadingFrom() const { return impl_->ReadingFrom(); }
 bool Store::FirstWarning(uint32_t kind) { return impl_->FirstWarning(kind); }
 Status Store::Flush() { return impl_->Flush(); }
 Status Store::Compact() { return impl_->Compact(); }

@@ -78,6 +78,8 @@ class Store::Impl : private ResidencyTiers {
   Status SetPlan(const PlanSpec& plan, uint64_t start_position);
   uint64_t ResumePosition() const;
   uint64_t Frontier() const;
+  void BeginEpoch(uint64_t position);
+  uint64_t ReadingFrom() const;
   bool FirstWarning(uint32_t kind);
   Status Flush();
   Status Compact();

@@ -373,6 +373,7 @@ Status Store::Impl::InitPlanLocked(const PlanSpec& spec, uint64_t start) {
   ctl_->header()->plan_generation.fetch_add(1, std::memory_order_acq_rel);
   ctl_->header()->high_water.store(start, std::memory_order_release);
   ctl_->header()->frontier.store(start, std::memory_order_release);
+  ctl_->header()->epoch_start.store(start, std::memory_order_release);
   return Status::OK();
 }
 

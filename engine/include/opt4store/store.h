@@ -187,6 +187,13 @@ class Store {
   // the owner last published it (kNoPosition without a plan). Readers that
   // lost a read's position find it again near here.
   uint64_t Frontier() const;
+  // The sampler began handing out an epoch at plan `position`: positions
+  // before it that are still unread will not be read now (drop_last's
+  // tail), so reads that lost their position look for it from here on.
+  void BeginEpoch(uint64_t position);
+  // Where such reads look: the later of Frontier() and the last BeginEpoch
+  // position (kNoPosition without a plan).
+  uint64_t ReadingFrom() const;
   // True for the first call with `kind` (0 to 63) among all the processes
   // of this store (owner, readers, DataLoader workers), so that a warning
   // is issued once per store rather than once per worker. Kinds 0 to 31
