@@ -20,6 +20,10 @@ Then, with a RAM budget that holds the whole dataset (no disk tier):
   - the same against torch's DataLoader over that in-memory list (same
     workers);
   - whether a cached epoch started any worker process.
+Issue 14's cases, with torch's DataLoader over a CachedDataset (workers as
+above): drop_last against the same run without it (its unread tails must
+not stall the next epoch), and a wrapper Dataset calling ds[int(i)] in the
+workers against PlannedIndex reads with 0 workers (source loads).
 And a cheap random transform (flip + convert to float, transform=) against
 the plain dataset with the same transform; and Store.read_into of RAM hits
 (150 KiB items, batch 64, into a batch tensor) against a plain copy of the
@@ -289,6 +293,55 @@ def with_transform(jpeg, store_dir, decoded, workers, epochs, reference):
     return {"no_cache": plain, "opt4store": cached, "wrong": check.wrong}
 
 
+# ---- positions nobody reads, and reads that lost their position (issue 14)
+
+
+class Wrapper(torch.utils.data.Dataset):
+    """A user's Dataset around the CachedDataset: ds[int(i)], no position."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getitem__(self, i):
+        return self.inner[int(i)]
+
+
+def unread_positions(jpeg, store_dir, decoded, workers, epochs, reference):
+    """torch's DataLoader over a CachedDataset (its __getitems__), as users
+    run it: with and without drop_last (whose tail the store must pass), and
+    through a wrapper Dataset in the workers (reads that lost their position)
+    against the plan's own reads with 0 workers. Source loads and epoch
+    times per run."""
+    check = Checker(reference)
+    runs = {}
+    for name, drop_last, wrap, run_workers in (("no_drop_last", False, False, workers),
+                                               ("drop_last", True, False, workers),
+                                               ("wrapper", False, True, workers),
+                                               ("planned_0_workers", False, False, 0)):
+        shutil.rmtree(store_dir, ignore_errors=True)
+        store = opt4store.Store(store_dir, ram=int(decoded * RAM_RATIO), disk=decoded * 2)
+        shuffle = torch.utils.data.RandomSampler(jpeg,
+                                                 generator=torch.Generator().manual_seed(SEED))
+        sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
+        ds = opt4store.CachedDataset(WithIndex(jpeg), store, sampler)
+        times = []
+        for _ in range(epochs):
+            loader = torch.utils.data.DataLoader(Wrapper(ds) if wrap else ds, sampler=sampler,
+                                                 batch_size=BATCH, drop_last=drop_last,
+                                                 num_workers=run_workers)
+            times.append(epoch(loader, check))
+        st = store.stats()
+        store.close()
+        runs[name] = {"epoch_times": times, "source_loads": st["source_loads"],
+                      "expect_timeouts": st["expect_timeouts"], "drift": st["drift"],
+                      "position": st["position"]}
+    runs["wrong"] = check.wrong
+    return runs
+
+
 # ---- read_into against memcpy
 
 
@@ -383,6 +436,12 @@ def main():
     bad += tr["wrong"]
     print(f"  flip + float: no cache " + " ".join(f"{t:.2f}" for t in tr["no_cache"]) +
           "; opt4store " + " ".join(f"{t:.2f}" for t in tr["opt4store"]), flush=True)
+    un = unread_positions(jpeg, store_dir, decoded, workers, epochs, reference)
+    bad += un["wrong"]
+    print("  torch's DataLoader over a CachedDataset: " + "; ".join(
+        f"{k} " + " ".join(f"{t:.2f}" for t in un[k]["epoch_times"]) +
+        f" (source loads {un[k]['source_loads']}, expect timeouts {un[k]['expect_timeouts']})"
+        for k in ("no_drop_last", "drop_last", "wrapper", "planned_0_workers")), flush=True)
     bw = read_into_bandwidth(store_dir, 5 if args.quick else 30)
     bad += not bw["correct"]
     print(f"  read_into of 64 x 150 KiB RAM hits: {bw['store_gbps']:.1f} GB/s, copy_ "
@@ -404,6 +463,11 @@ def main():
         ("flip + float: cached epochs 2-3 vs no cache", later(tr["no_cache"]) /
          later(tr["opt4store"]), ">=", 4.0),
         ("read_into / memcpy bandwidth", bw["ratio"], ">=", 0.8),
+        ("drop_last: cached epochs 2-3 / without drop_last",
+         later(un["drop_last"]["epoch_times"]) / later(un["no_drop_last"]["epoch_times"]),
+         "<=", 1.1),
+        ("wrapper in workers: loads / planned, 0 workers",
+         un["wrapper"]["source_loads"] / un["planned_0_workers"]["source_loads"], "<=", 1.01),
         ("torch_cached (old path) epochs 2-3 vs no cache",
          later(base) / later(results["torch_cached"]["epoch_times"]), "info", None),
     ]
@@ -415,7 +479,7 @@ def main():
         met = value >= goal if op == ">=" else value <= goal
         print(f"  {what:<48} {value:7.2f}  goal {op} {goal:g}" + ("" if met else "  MISSED"))
     out = {"machine": machine, "settings": settings, "loaders": results, "all_in_ram": ram,
-           "transform": tr, "read_into": bw,
+           "transform": tr, "unread_positions": un, "read_into": bw,
            "goals": [{"what": w, "value": v, "op": o, "goal": g} for w, v, o, g in goals]}
     os.makedirs(os.path.dirname(json_path), exist_ok=True)
     with open(json_path, "w") as f:
