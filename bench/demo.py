@@ -37,6 +37,9 @@ import opt4store
 
 SIDE = 512
 OUT = 256
+# Names what made the cached values (what the README advises): a reopened
+# store is then known to match, with no spot check of source loads.
+FINGERPRINT = f"demo-jpeg-{SIDE}-to-{OUT}"
 
 
 def make_images(folder, n, seed=0):
@@ -111,7 +114,7 @@ def cached_loader(ds, store, sampler, workers):
 def restart_child(args):
     """The 4th epoch in a fresh process: reopen the store, read, report."""
     ds = JpegDataset(args.images_dir)
-    store = opt4store.Store(args.store_dir)
+    store = opt4store.Store(args.store_dir, fingerprint=FINGERPRINT)
     sampler = opt4store.PlannedSampler(
         torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(1)), epochs=1)
     times, first = run_epochs(cached_loader(ds, store, sampler, args.workers), 1)
@@ -170,7 +173,7 @@ def main():
             if not torch.equal(x[k], reference[i]):
                 wrong[0] += 1
 
-    store = opt4store.Store(store_dir, ram=ram, disk=decoded * 2)
+    store = opt4store.Store(store_dir, ram=ram, disk=decoded * 2, fingerprint=FINGERPRINT)
     sampler = opt4store.PlannedSampler(torch.utils.data.RandomSampler(ds, generator=gen()),
                                        epochs=epochs)
     per_epoch = []

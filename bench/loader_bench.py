@@ -51,7 +51,7 @@ import torch.utils.data
 import opt4store
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from demo import OUT, JpegDataset, WithIndex  # noqa: E402
+from demo import FINGERPRINT, OUT, JpegDataset, WithIndex  # noqa: E402
 from e2e_bench import image_set, machine_info, run_child  # noqa: E402
 
 BATCH = 32
@@ -143,7 +143,8 @@ def run_loader(name, jpeg, store_dir, decoded, workers, epochs, reference):
             times.append(epoch(torch_loader(WithIndex(jpeg), shuffle, workers), check))
     else:
         shutil.rmtree(store_dir, ignore_errors=True)
-        store = opt4store.Store(store_dir, ram=int(decoded * RAM_RATIO), disk=decoded * 2)
+        store = opt4store.Store(store_dir, ram=int(decoded * RAM_RATIO), disk=decoded * 2,
+                                fingerprint=FINGERPRINT)
         sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
         ds = opt4store.CachedDataset(WithIndex(jpeg), store, sampler)
         for e in range(epochs):
@@ -183,7 +184,7 @@ def restart_child(spec):
     if spec["name"] == "no_cache":
         loader = torch_loader(WithIndex(jpeg), shuffle, spec["workers"])
     else:
-        store = opt4store.Store(spec["store_dir"])
+        store = opt4store.Store(spec["store_dir"], fingerprint=FINGERPRINT)
         sampler = opt4store.PlannedSampler(shuffle, epochs=1)
         ds = opt4store.CachedDataset(WithIndex(jpeg), store, sampler)
         loader = torch_loader(ds, sampler, spec["workers"]) if spec["name"] == "torch_cached" \
@@ -280,7 +281,8 @@ def with_transform(jpeg, store_dir, decoded, workers, epochs, reference):
     plain = [epoch(torch_loader(Transformed(WithIndex(jpeg), flip_float), shuffle, workers),
                    check, images=False) for _ in range(epochs)]
     shutil.rmtree(store_dir, ignore_errors=True)
-    store = opt4store.Store(store_dir, ram=int(decoded * RAM_RATIO), disk=decoded * 2)
+    store = opt4store.Store(store_dir, ram=int(decoded * RAM_RATIO), disk=decoded * 2,
+                                fingerprint=FINGERPRINT)
     sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
     ds = opt4store.CachedDataset(WithIndex(jpeg), store, sampler, transform=flip_float)
     cached = []
@@ -322,7 +324,8 @@ def unread_positions(jpeg, store_dir, decoded, workers, epochs, reference):
                                                ("wrapper", False, True, workers),
                                                ("planned_0_workers", False, False, 0)):
         shutil.rmtree(store_dir, ignore_errors=True)
-        store = opt4store.Store(store_dir, ram=int(decoded * RAM_RATIO), disk=decoded * 2)
+        store = opt4store.Store(store_dir, ram=int(decoded * RAM_RATIO), disk=decoded * 2,
+                                fingerprint=FINGERPRINT)
         shuffle = torch.utils.data.RandomSampler(jpeg,
                                                  generator=torch.Generator().manual_seed(SEED))
         sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
