@@ -1,7 +1,7 @@
 // opt4store stats: the store's counters and gauges (Store::Stats()).
-// Opened in admin mode, there are no readers and no planner: their counters
-// are zero (a training run keeps them in its shared memory, and while it runs
-// the store is Busy here); the disk tier's gauges are read from the store.
+// Opened in admin mode, there are no readers and no planner: the counters
+// shown are the ones the last run saved when it closed (last_run: yes); the
+// disk tier's gauges are read from the store.
 #include <memory>
 #include <string>
 

@@ -36,6 +36,7 @@ constexpr char kManifestOptionsKey[] = "store/options";
 constexpr char kManifestFingerprintKey[] = "store/fingerprint";
 constexpr char kManifestPlanKey[] = "store/plan";
 constexpr char kManifestCursorKey[] = "store/cursor";
+constexpr char kManifestLastRunKey[] = "store/last_run";
 
 std::string EncodeManifestOptions(const StoreSettings& settings);
 Status DecodeManifestOptions(std::string_view text, StoreSettings* settings);

@@ -170,7 +170,12 @@ Status Store::Impl::Close() {
       MutexLock lock(&mu_);
       opened = residency_ != nullptr;
     }
-    if (!disk_only_ && opened) result = SaveCursor(&saved);
+    if (!disk_only_ && opened) {
+      result = SaveCursor(&saved);
+      // So that a closed store shows its last run (opt4store stats).
+      Status s = disk_->PutMeta(kManifestLastRunKey, EncodeRunCounters(Stats()));
+      if (result.ok()) result = s;
+    }
     Status s = disk_->Close();
     if (result.ok()) result = s;
     disk_.reset();

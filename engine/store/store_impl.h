@@ -78,6 +78,10 @@ class Store::Impl : private ResidencyTiers {
   Status SetPlan(const PlanSpec& plan, uint64_t start_position);
   uint64_t ResumePosition() const;
   uint64_t Frontier() const;
+  // The reads and planner counters as saved at close ("name value" lines),
+  // and laid back over a StoreStats (names it does not have are skipped).
+  static std::string EncodeRunCounters(const StoreStats& st);
+  static void ApplyRunCounters(std::string_view text, StoreStats* st);
   void BeginEpoch(uint64_t position);
   uint64_t ReadingFrom() const;
   bool FirstWarning(uint32_t kind);
@@ -166,6 +170,7 @@ class Store::Impl : private ResidencyTiers {
   std::atomic<uint64_t> expect_timeouts_{0};  // this process's
 
   // Fixed after open.
+  std::string last_run_;  // an admin open: the counters the last run saved
   std::string path_;
   StoreOptions options_;
   StoreSettings effective_;

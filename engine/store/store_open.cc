@@ -311,7 +311,10 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
       resume_position_ = cursor.position;
     }
   }
-  if (disk_only_) return Status::OK();
+  if (disk_only_) {
+    if (disk_ && !disk_->GetMeta(kManifestLastRunKey, &last_run_).ok()) last_run_.clear();
+    return Status::OK();
+  }
 
   OPT4STORE_RETURN_IF_ERROR(CreateShared());
   PlanSpec plan;

@@ -4,9 +4,59 @@
 // reader's Stats() sees them too. The disk tier's own figures are read
 // directly in the owner.
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
 #include "engine/store/store_impl.h"
 
 namespace opt4store {
+
+namespace {
+
+bool IsRunCounter(const StatField& field) {
+  const std::string_view group = field.group;
+  return ((group == "reads" || group == "planner") && field.kind != StatKind::kFlag) ||
+         std::string_view(field.name) == "disk_write_amplification";
+}
+
+}  // namespace
+
+std::string Store::Impl::EncodeRunCounters(const StoreStats& st) {
+  std::string out;
+  VisitStats(st, [&](const StatField& field, auto value) {
+    if (!IsRunCounter(field)) return;
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.17g", static_cast<double>(value));
+    out += std::string(field.name) + " " + buf + "\n";
+  });
+  return out;
+}
+
+void Store::Impl::ApplyRunCounters(std::string_view text, StoreStats* st) {
+  // The table's own names pick the fields, so that a counter added later
+  // reads as 0 from an older store's text.
+  auto set = [&](std::string_view name, double value) {
+#define OPT4STORE_SET_STAT(group, type, field, kind, help) \
+  if (name == #field) st->field = static_cast<type>(value);
+    OPT4STORE_STORE_STATS(OPT4STORE_SET_STAT)
+#undef OPT4STORE_SET_STAT
+  };
+  while (!text.empty()) {
+    const size_t end = text.find('\n');
+    const std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    const size_t space = line.find(' ');
+    if (space == std::string_view::npos) continue;
+    const std::string number(line.substr(space + 1));
+    char* stop = nullptr;
+    const double value = std::strtod(number.c_str(), &stop);
+    if (stop == number.c_str()) continue;
+    set(line.substr(0, space), value);
+  }
+  st->last_run = true;
+}
 
 void Store::Impl::PublishGaugesLocked() {
   last_publish_ns_ = NowNs();
@@ -100,6 +150,8 @@ StoreStats Store::Impl::Stats() {
     st.io_uring = d.io_uring;
     st.direct_io = d.direct_io;
   }
+  // An admin open makes no reads or writes: the last run's figures instead.
+  if (disk_only_ && !last_run_.empty()) ApplyRunCounters(last_run_, &st);
   return st;
 }
 

@@ -1,6 +1,8 @@
 """stats(): the documented keys exist and add up, totals across workers."""
 
+import json
 import os
+import subprocess
 import re
 
 import pytest
@@ -82,3 +84,30 @@ def test_stats_add_up(tmp_path, counter, num_workers):
     finally:
         del loader
         store.close()
+
+
+def test_a_closed_store_shows_its_last_run(tmp_path, opt4store_cli):
+    """The owner saves its counters at close; `opt4store stats` on the closed
+    store shows them, with last_run set (it showed zeros)."""
+    n = 40
+    store = opt4store.Store(tmp_path / "s", ram_items=n // 4, disk="4MiB")
+    sampler = opt4store.PlannedSampler(torch.utils.data.RandomSampler(
+        range(n), generator=torch.Generator().manual_seed(2)), epochs=2)
+    ds = opt4store.CachedDataset(UniformDataset(n), store, sampler)
+    for _ in range(2):
+        for _ in torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=8):
+            pass
+    live = store.stats()
+    store.close()
+    assert not live["last_run"] and live["accesses"] == 2 * n
+    out = subprocess.run([opt4store_cli, "stats", str(tmp_path / "s"), "--json"], check=True,
+                         capture_output=True, text=True).stdout
+    saved = json.loads(out)
+    assert saved["last_run"] is True
+    for name in ("accesses", "hits_ram", "hits_disk", "source_loads", "puts", "prefetched",
+                 "policy_hits", "disk_write_amplification"):
+        assert saved[name] == pytest.approx(live[name]), name
+    # A new run starts its own counters.
+    again = opt4store.Store(tmp_path / "s")
+    assert again.stats()["accesses"] == 0 and not again.stats()["last_run"]
+    again.close()

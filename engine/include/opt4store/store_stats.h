@@ -12,14 +12,18 @@
 // kind says how a value is shown: kCount a whole number, kBytes a size,
 // kNanos a duration, kReal a number with decimals, kFlag yes or no.
 //
-// Counters of reads are totals over every process that used the store;
-// an admin open (the CLI) has no readers, so they are zero there.
+// Counters of reads are totals over every process that used the store. The
+// owner saves them (and the planner's) when it closes; an admin open (the
+// CLI) shows that last run's, with last_run set.
 #ifndef OPT4STORE_STORE_STATS_H_
 #define OPT4STORE_STORE_STATS_H_
 
 #include <cstdint>
 
 #define OPT4STORE_STORE_STATS(X)                                                                   \
+  X(reads, bool, last_run, kFlag,                                                                  \
+    "the store is not open: reads, planner counters and write amplification are its last "       \
+    "run's, saved at close")                                                                       \
   X(reads, uint64_t, accesses, kCount, "Gets")                                                     \
   X(reads, uint64_t, hits_ram, kCount, "served from the RAM tier")                                 \
   X(reads, uint64_t, hits_disk, kCount, "served by an on-demand disk read")                        \
