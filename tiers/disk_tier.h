@@ -3,7 +3,9 @@
 // byte budget, survives restarts and kill -9, and reads in batches.
 //
 // Layout of a store directory:
-//   dir/LOCK                 flock'ed by the owner; holds its pid
+//   dir/LOCK                 flock'ed by the owner; holds its pid. Children it
+//                            forks do not keep it (env.h): a worker that
+//                            outlives a killed owner does not lock it out
 //   dir/index/               RocksDB: the index (id -> segment, offset,
 //                            length, sequence, CRC, codec, sizes) and the
 //                            manifest (format, segment list with a
