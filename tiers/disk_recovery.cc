@@ -128,23 +128,37 @@ Status DiskTier::Impl::Recover() {
   }
   OPT4STORE_RETURN_IF_ERROR(FromRocks(it->status(), "read segment list"));
 
-  // Index entries; those pointing at a missing segment or past its end go.
+  // Index entries; those pointing at a missing segment or past its end go,
+  // into the list of lost records that Verify reports: the store serves
+  // the rest, and nobody is left unaware of what it no longer has.
   const std::string index_prefix(1, kIndexTag);
   uint64_t dropped = 0;
+  std::string first_loss;
+  auto lose = [&](const rocksdb::Slice& key, const IndexValue& v, const std::string& why) {
+    batch.Delete(key);
+    if (key.size() == 5) {
+      batch.Put(LostKey(GetBE32(key.data() + 1)), LostValue(v.segment, v.offset, why));
+    }
+    if (dropped++ == 0) first_loss = why;
+  };
   for (it->Seek(index_prefix); it->Valid() && it->key().starts_with(index_prefix); it->Next()) {
     IndexValue v;
     if (it->key().size() != 5 || !DecodeIndexValue(it->value(), &v)) {
-      batch.Delete(it->key());
-      ++dropped;
+      lose(it->key(), v, "its index entry is unreadable");
       continue;
     }
     const ItemId id = GetBE32(it->key().data() + 1);
     auto found = slot_of.find(v.segment);
-    if (found == slot_of.end() ||
-        uint64_t{v.offset} + v.length > segments_[found->second]->size ||
-        v.length < kRecordHeaderSize) {
-      batch.Delete(it->key());
-      ++dropped;
+    if (found == slot_of.end()) {
+      lose(it->key(), v, "segment file " + SegmentName(v.segment) + " is missing");
+      continue;
+    }
+    const uint64_t end = uint64_t{v.offset} + v.length;
+    if (end > segments_[found->second]->size || v.length < kRecordHeaderSize) {
+      lose(it->key(), v,
+           "segment file " + SegmentName(v.segment) + " ends at byte " +
+               std::to_string(segments_[found->second]->size) + ", before the record's end at " +
+               std::to_string(end));
       continue;
     }
     const uint16_t slot = found->second;
@@ -157,6 +171,12 @@ Status DiskTier::Impl::Recover() {
   OPT4STORE_RETURN_IF_ERROR(FromRocks(it->status(), "read index"));
   it.reset();
   dropped_on_open_ = dropped;
+  if (dropped > 0) {
+    std::fprintf(stderr,
+                 "opt4store: %s: %" PRIu64 " indexed records are lost (%s%s); "
+                 "'opt4store verify' lists them\n",
+                 dir_.c_str(), dropped, first_loss.c_str(), dropped > 1 ? ", ..." : "");
+  }
 
   // Tails: records written after the last indexed one.
   std::unordered_map<ItemId, uint64_t> recovered_seq;

@@ -102,9 +102,25 @@ Status DiskTier::Impl::Verify(VerifyReport* report) {
     report->bytes_checked += t.loc.length;
     if (!s.ok()) report->bad.push_back({t.id, t.segment, t.loc.offset, s});
   });
+  // Records an open dropped, unless a later Put has stored the id again.
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  const std::string lost_prefix(1, kLostTag);
+  for (it->Seek(lost_prefix); it->Valid() && it->key().starts_with(lost_prefix); it->Next()) {
+    if (it->key().size() != 5 || it->value().size() < 8) continue;
+    const ItemId id = GetBE32(it->key().data() + 1);
+    if (Contains(id)) continue;
+    const uint32_t segment = static_cast<uint32_t>(GetLE(it->value().data(), 4));
+    const std::string why(it->value().data() + 8, it->value().size() - 8);
+    report->bad.push_back({id, SegmentName(segment), GetLE(it->value().data() + 4, 4),
+                           Status::Corruption("lost at an open: " + why)});
+    ++report->lost;
+  }
+  OPT4STORE_RETURN_IF_ERROR(FromRocks(it->status(), "read the lost records"));
   if (report->bad.empty()) return Status::OK();
-  return Status::Corruption(std::to_string(report->bad.size()) + " of " +
-                            std::to_string(report->records_checked) + " records failed checks");
+  return Status::Corruption(std::to_string(report->bad.size() - report->lost) + " of " +
+                            std::to_string(report->records_checked) +
+                            " records failed checks, " + std::to_string(report->lost) +
+                            " were lost at an open");
 }
 
 Status DiskTier::Impl::PutMeta(std::string_view key, std::string_view value) {

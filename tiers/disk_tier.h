@@ -175,6 +175,9 @@ struct VerifyReport {
   };
   uint64_t records_checked = 0;
   uint64_t bytes_checked = 0;
+  // Records an open had to drop (their segment was deleted or cut short),
+  // and that no later Put has replaced. Listed in bad as well.
+  uint64_t lost = 0;
   std::vector<Bad> bad;  // in no particular order
 };
 
@@ -184,6 +187,9 @@ class DiskTier {
   // index, drops entries that point past a segment's end, re-indexes valid
   // records found after a segment's last indexed one (the newest sequence
   // wins) and truncates a torn tail. On success *tier owns the store.
+  // Entries dropped because their segment is gone or too short are kept
+  // in a list of lost records, which Verify reports until the id is
+  // stored again.
   // Returns: OK, Busy (another open holds dir/LOCK; the message names the
   // lock file and the holder's pid), InvalidArgument (options),
   // Corruption (an index or manifest that cannot be read), IOError.
@@ -264,7 +270,8 @@ class DiskTier {
   Status Compact();
 
   // Reads and checks every indexed record; fills *report with each one that
-  // fails. Changes nothing (Get drops a corrupt record when it meets it).
+  // fails, and with each record lost at an open (see Open). Changes nothing
+  // (Get drops a corrupt record when it meets it).
   // Returns: OK when every record checks out, Corruption when report->bad
   // is not empty, IOError when the tier is closed.
   Status Verify(VerifyReport* report);

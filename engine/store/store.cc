@@ -76,6 +76,7 @@ Status Store::Impl::Verify(StoreVerifyReport* report) {
   Status s = disk_->Verify(&r);
   report->records_checked = r.records_checked;
   report->bytes_checked = r.bytes_checked;
+  report->lost = r.lost;
   for (const VerifyReport::Bad& b : r.bad) {
     report->bad.push_back({b.id, b.segment + " @" + std::to_string(b.offset), b.status});
   }

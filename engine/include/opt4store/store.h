@@ -109,6 +109,7 @@ struct StoreInfo {
 struct StoreVerifyReport {
   uint64_t records_checked = 0;
   uint64_t bytes_checked = 0;
+  uint64_t lost = 0;  // of bad: records an open dropped (segment deleted or cut short)
   struct Bad {
     ItemId id = 0;
     std::string where;  // segment file and offset
@@ -195,8 +196,9 @@ class Store {
   Status Flush();
   // Rewrites sparse disk segments. Returns OK, NoSpace, IOError.
   Status Compact();
-  // Re-reads and checks every disk record. Returns Corruption when any
-  // failed (listed in *report).
+  // Re-reads and checks every disk record, and lists the records an open
+  // had to drop. Returns Corruption when any failed or was lost (listed in
+  // *report).
   Status Verify(StoreVerifyReport* report);
   Status Inspect(StoreInfo* info);
 

@@ -1,0 +1,192 @@
+// Lost segments, done for real: a segment file deleted or cut short. The
+// records an open drops because of it are listed by Verify (and by
+// `opt4store verify`, with a non-zero exit) until they are stored again.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "disk_test_util.h"
+#include "opt4store/store.h"
+#include "test_util.h"
+#include "tiers/disk_tier.h"
+
+namespace opt4store {
+namespace {
+
+using opt4store_test::FlipByte;
+using opt4store_test::ReadBytes;
+using opt4store_test::ReadSegmentRecords;
+using opt4store_test::SegmentFiles;
+using opt4store_test::TempDir;
+using opt4store_test::TestMeta;
+using opt4store_test::TestPayload;
+
+constexpr ItemId kItems = 60;
+
+// Small segments, so that 60 items of up to 8 KB fill several.
+DiskTierOptions RepairOptions() {
+  DiskTierOptions o;
+  o.budget_bytes = 8 << 20;
+  o.segment_bytes = 64 << 10;
+  o.direct_io = false;
+  return o;
+}
+
+std::string Payload(ItemId id, uint32_t version = 0) { return TestPayload(id, version, 8000); }
+
+// A store in dir with ids [0, kItems), id 3 stored twice (version 1 wins),
+// and one metadata key.
+void Fill(const std::string& dir) {
+  std::unique_ptr<DiskTier> tier;
+  REQUIRE(DiskTier::Open(RepairOptions(), dir, &tier).ok());
+  for (ItemId id = 0; id < kItems; ++id) REQUIRE(tier->Put(id, TestMeta(id), Payload(id)).ok());
+  REQUIRE(tier->Put(3, TestMeta(3, 1), Payload(3, 1)).ok());
+  REQUIRE(tier->PutMeta("manifest", "kept").ok());
+  REQUIRE(tier->Close().ok());
+  REQUIRE(SegmentFiles(dir).size() >= 3);
+}
+
+// The ids whose only record is in segment file `path`.
+std::set<ItemId> IdsIn(const std::string& path) {
+  std::set<ItemId> ids;
+  for (const auto& r : ReadSegmentRecords(path)) {
+    if (r.id != 3) ids.insert(r.id);
+  }
+  return ids;
+}
+
+std::set<ItemId> BadIds(const VerifyReport& report) {
+  std::set<ItemId> ids;
+  for (const auto& b : report.bad) ids.insert(b.id);
+  return ids;
+}
+
+TEST_CASE("verify: records of a deleted segment file are listed as lost, across reopens",
+          "[verify][fault]") {
+  TempDir dir;
+  Fill(dir.path());
+  const std::string seg = SegmentFiles(dir.path())[1];
+  const std::set<ItemId> gone = IdsIn(seg);
+  REQUIRE(gone.size() >= 2);
+  REQUIRE(std::filesystem::remove(seg));
+
+  for (int open = 0; open < 2; ++open) {
+    std::unique_ptr<DiskTier> tier;
+    REQUIRE(DiskTier::Open(RepairOptions(), dir.path(), &tier).ok());
+    VerifyReport report;
+    const Status s = tier->Verify(&report);
+    INFO("open " << open << ": " << s.ToString());
+    CHECK(s.IsCorruption());
+    CHECK(report.lost == gone.size());
+    CHECK(BadIds(report) == gone);
+    for (const auto& b : report.bad) {
+      CHECK(b.status.message().find(std::filesystem::path(seg).filename().string()) !=
+            std::string::npos);
+    }
+  }
+
+  // Stored again: accounted for.
+  const ItemId again = *gone.begin();
+  {
+    std::unique_ptr<DiskTier> tier;
+    REQUIRE(DiskTier::Open(RepairOptions(), dir.path(), &tier).ok());
+    REQUIRE(tier->Put(again, TestMeta(again), Payload(again)).ok());
+    VerifyReport report;
+    CHECK(tier->Verify(&report).IsCorruption());
+    CHECK(report.lost == gone.size() - 1);
+    CHECK(BadIds(report).count(again) == 0);
+  }
+}
+
+TEST_CASE("verify: records past the end of a segment cut short are listed as lost",
+          "[verify][fault]") {
+  TempDir dir;
+  Fill(dir.path());
+  const std::string seg = SegmentFiles(dir.path())[0];
+  const auto records = ReadSegmentRecords(seg);
+  REQUIRE(records.size() >= 3);
+  // Cut in the middle of the second record: it and every later one are gone.
+  std::set<ItemId> gone;
+  for (size_t i = 1; i < records.size(); ++i) {
+    if (records[i].id != 3) gone.insert(records[i].id);
+  }
+  std::filesystem::resize_file(seg, records[1].offset + 20);
+
+  std::unique_ptr<DiskTier> tier;
+  REQUIRE(DiskTier::Open(RepairOptions(), dir.path(), &tier).ok());
+  VerifyReport report;
+  CHECK(tier->Verify(&report).IsCorruption());
+  CHECK(report.lost == gone.size());
+  CHECK(BadIds(report) == gone);
+}
+
+// ------------------------------------------------------------------ the CLI
+
+struct CliResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+CliResult Cli(const TempDir& dir, const std::vector<std::string>& args) {
+  auto quoted = [](const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string cmd = quoted(OPT4STORE_CLI);
+  for (const std::string& a : args) cmd += " " + quoted(a);
+  cmd += " 2>" + quoted(dir.File("cli_stderr.txt"));
+  CliResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) r.out.append(buf, n);
+  const int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.err = ReadBytes(dir.File("cli_stderr.txt"));
+  return r;
+}
+
+// A store made through the Store API, as `opt4store create` + import would.
+void MakeStore(const std::string& path) {
+  StoreOptions o;
+  o.dataset_size = kItems;
+  o.disk = uint64_t{640} << 10;  // segments of 80 KiB: several
+  o.disk_only = true;
+  o.direct_io = false;
+  std::unique_ptr<Store> store;
+  REQUIRE(Store::Open(o, path, &store).ok());
+  for (ItemId id = 0; id < kItems; ++id) {
+    REQUIRE(store->Put(kNoPosition, id, TestMeta(id), Payload(id)).ok());
+  }
+  REQUIRE(store->Close().ok());
+}
+
+TEST_CASE("CLI: verify exits non-zero and names the records a deleted segment took",
+          "[verify][cli][fault]") {
+  TempDir dir;
+  const std::string store = dir.File("store");
+  MakeStore(store);
+  const auto segments = SegmentFiles(store);
+  REQUIRE(segments.size() >= 2);
+  const auto gone = ReadSegmentRecords(segments[0]);
+  REQUIRE_FALSE(gone.empty());
+  REQUIRE(std::filesystem::remove(segments[0]));
+
+  const CliResult verify = Cli(dir, {"verify", store});
+  INFO(verify.out << verify.err);
+  CHECK(verify.status != 0);
+  CHECK(verify.out.find(std::to_string(gone.size()) + " lost") != std::string::npos);
+  CHECK(verify.err.find("ids " + std::to_string(gone[0].id)) != std::string::npos);
+}
+
+}  // namespace
+}  // namespace opt4store
