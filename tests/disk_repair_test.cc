@@ -1,12 +1,21 @@
-// Lost segments, done for real: a segment file deleted or cut short. The
-// records an open drops because of it are listed by Verify (and by
-// `opt4store verify`, with a non-zero exit) until they are stored again.
+// A damaged index and lost segments, done for real: index/CURRENT or the
+// whole index deleted, a segment file deleted or cut short, bytes inside a
+// segment overwritten. What must hold:
+//   - an open never puts a new, empty index over records: it fails with
+//     Corruption naming `opt4store repair`, and changes nothing on disk;
+//   - Repair (and `opt4store repair`) rebuilds the index from the
+//     segments: every record that a segment still holds reads back, the
+//     newest version of each id;
+//   - records an open drops (their segment deleted or cut short) are
+//     listed by Verify (and `opt4store verify`, non-zero exit) until they
+//     are stored again or repaired.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -53,6 +62,123 @@ void Fill(const std::string& dir) {
   REQUIRE(SegmentFiles(dir).size() >= 3);
 }
 
+uint32_t VersionOf(ItemId id) { return id == 3 ? 1 : 0; }
+
+// Every file under dir but LOCK (which an open rewrites with its pid),
+// with its bytes.
+std::map<std::string, std::string> Snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.path().filename() == "LOCK") continue;
+    files[e.path().lexically_relative(dir).string()] = ReadBytes(e.path().string());
+  }
+  return files;
+}
+
+// Opens dir and checks that every id not in `missing` reads back right.
+void CheckAllRead(const std::string& dir, const std::set<ItemId>& missing = {}) {
+  std::unique_ptr<DiskTier> tier;
+  const Status s = DiskTier::Open(RepairOptions(), dir, &tier);
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+  uint64_t right = 0;
+  for (ItemId id = 0; id < kItems; ++id) {
+    std::string meta, payload;
+    const Status g = tier->Get(id, &meta, &payload);
+    if (missing.count(id)) {
+      CHECK(g.IsNotFound());
+      continue;
+    }
+    INFO("id " << id << ": " << g.ToString());
+    CHECK(g.ok());
+    if (meta == TestMeta(id, VersionOf(id)) && payload == Payload(id, VersionOf(id))) ++right;
+  }
+  CHECK(right == kItems - missing.size());
+  VerifyReport report;
+  CHECK(tier->Verify(&report).ok());
+  CHECK(report.bad.empty());
+}
+
+TEST_CASE("repair: a deleted index/CURRENT fails the open, names repair, and changes nothing",
+          "[repair][fault]") {
+  TempDir dir;
+  Fill(dir.path());
+  REQUIRE(std::filesystem::remove(dir.File("index/CURRENT")));
+  const auto before = Snapshot(dir.path());
+
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::unique_ptr<DiskTier> tier;
+    const Status s = DiskTier::Open(RepairOptions(), dir.path(), &tier);
+    INFO("attempt " << attempt << ": " << s.ToString());
+    REQUIRE(s.IsCorruption());
+    CHECK(s.message().find("opt4store repair " + dir.path()) != std::string::npos);
+    CHECK_FALSE(opt4store_test::FileExists(dir.File("index/CURRENT")));
+    CHECK(Snapshot(dir.path()) == before);
+  }
+}
+
+TEST_CASE("repair: Repair rebuilds the index of a deleted CURRENT from the segments",
+          "[repair][fault]") {
+  TempDir dir;
+  Fill(dir.path());
+  REQUIRE(std::filesystem::remove(dir.File("index/CURRENT")));
+  DiskRepairReport report;
+  const Status s = DiskTier::Repair(RepairOptions(), dir.path(), &report);
+  INFO(s.ToString() << "; salvage: " << report.index_salvage);
+  REQUIRE(s.ok());
+  CHECK(report.records == kItems);
+  CHECK(report.older_versions == 1);  // id 3's version 0
+  CHECK(report.lost.empty());
+  CHECK(report.metadata_keys == 1);
+  CheckAllRead(dir.path());
+  std::unique_ptr<DiskTier> tier;
+  REQUIRE(DiskTier::Open(RepairOptions(), dir.path(), &tier).ok());
+  std::string value;
+  CHECK(tier->GetMeta("manifest", &value).ok());
+  CHECK(value == "kept");
+}
+
+TEST_CASE("repair: a deleted index directory is rebuilt; the newest version of each id wins",
+          "[repair][fault]") {
+  TempDir dir;
+  Fill(dir.path());
+  std::filesystem::remove_all(dir.File("index"));
+  {
+    std::unique_ptr<DiskTier> tier;
+    const Status s = DiskTier::Open(RepairOptions(), dir.path(), &tier);
+    INFO(s.ToString());
+    REQUIRE(s.IsCorruption());
+    CHECK(s.message().find("opt4store repair") != std::string::npos);
+    CHECK_FALSE(opt4store_test::FileExists(dir.File("index")));
+  }
+  DiskRepairReport report;
+  REQUIRE(DiskTier::Repair(RepairOptions(), dir.path(), &report).ok());
+  CHECK(report.records == kItems);
+  CHECK(report.metadata_keys == 0);  // gone with the index
+  CheckAllRead(dir.path());
+}
+
+TEST_CASE("repair: damaged bytes inside a segment are skipped, the records after them come back",
+          "[repair][fault]") {
+  TempDir dir;
+  Fill(dir.path());
+  const std::string seg = SegmentFiles(dir.path())[1];
+  const auto records = ReadSegmentRecords(seg);
+  REQUIRE(records.size() >= 3);
+  // The header of the second record: its length can no longer be trusted.
+  const ItemId damaged = records[1].id;
+  REQUIRE(damaged != 3);
+  FlipByte(seg, records[1].offset + 30);
+  REQUIRE(std::filesystem::remove(dir.File("index/CURRENT")));
+
+  DiskRepairReport report;
+  REQUIRE(DiskTier::Repair(RepairOptions(), dir.path(), &report).ok());
+  CHECK(report.records == kItems - 1);
+  CHECK(report.damaged_bytes >= records[1].header.record_size());
+  CHECK(report.lost == std::vector<ItemId>{damaged});  // the salvaged index knew it
+  CheckAllRead(dir.path(), {damaged});
+}
+
 // The ids whose only record is in segment file `path`.
 std::set<ItemId> IdsIn(const std::string& path) {
   std::set<ItemId> ids;
@@ -92,7 +218,7 @@ TEST_CASE("verify: records of a deleted segment file are listed as lost, across 
     }
   }
 
-  // Stored again: accounted for.
+  // Stored again: accounted for. Repair reports the rest as gone for good.
   const ItemId again = *gone.begin();
   {
     std::unique_ptr<DiskTier> tier;
@@ -103,6 +229,12 @@ TEST_CASE("verify: records of a deleted segment file are listed as lost, across 
     CHECK(report.lost == gone.size() - 1);
     CHECK(BadIds(report).count(again) == 0);
   }
+  DiskRepairReport repaired;
+  REQUIRE(DiskTier::Repair(RepairOptions(), dir.path(), &repaired).ok());
+  std::set<ItemId> still_gone = gone;
+  still_gone.erase(again);
+  CHECK(std::set<ItemId>(repaired.lost.begin(), repaired.lost.end()) == still_gone);
+  CheckAllRead(dir.path(), still_gone);
 }
 
 TEST_CASE("verify: records past the end of a segment cut short are listed as lost",
@@ -170,6 +302,33 @@ void MakeStore(const std::string& path) {
   REQUIRE(store->Close().ok());
 }
 
+TEST_CASE("CLI: verify fails on a deleted index/CURRENT and names repair; repair brings back every record",
+          "[repair][cli][fault]") {
+  TempDir dir;
+  const std::string store = dir.File("store");
+  MakeStore(store);
+  const CliResult sample = Cli(dir, {"get", store, "7", "-o", dir.File("before.bin")});
+  REQUIRE(sample.status == 0);
+  REQUIRE(std::filesystem::remove(store + "/index/CURRENT"));
+
+  const CliResult verify = Cli(dir, {"verify", store});
+  INFO(verify.err);
+  CHECK(verify.status != 0);
+  CHECK(verify.err.find("opt4store repair " + store) != std::string::npos);
+  CHECK_FALSE(opt4store_test::FileExists(store + "/index/CURRENT"));
+
+  const CliResult repair = Cli(dir, {"repair", store});
+  INFO(repair.out << repair.err);
+  REQUIRE(repair.status == 0);
+  CHECK(repair.out.find(std::to_string(kItems) + " records indexed") != std::string::npos);
+  const CliResult again = Cli(dir, {"verify", store});
+  INFO(again.out << again.err);
+  CHECK(again.status == 0);
+  CHECK(again.out.find(std::to_string(kItems) + " records") != std::string::npos);
+  REQUIRE(Cli(dir, {"get", store, "7", "-o", dir.File("after.bin")}).status == 0);
+  CHECK(ReadBytes(dir.File("after.bin")) == ReadBytes(dir.File("before.bin")));
+}
+
 TEST_CASE("CLI: verify exits non-zero and names the records a deleted segment took",
           "[verify][cli][fault]") {
   TempDir dir;
@@ -186,6 +345,7 @@ TEST_CASE("CLI: verify exits non-zero and names the records a deleted segment to
   CHECK(verify.status != 0);
   CHECK(verify.out.find(std::to_string(gone.size()) + " lost") != std::string::npos);
   CHECK(verify.err.find("ids " + std::to_string(gone[0].id)) != std::string::npos);
+  CHECK(verify.err.find("opt4store repair") != std::string::npos);
 }
 
 }  // namespace

@@ -265,6 +265,12 @@ void DiskTier::SetNextUse(ItemId id, uint64_t next_use) { impl_->SetNextUse(id, 
 Status DiskTier::Flush() { return impl_->Flush(); }
 Status DiskTier::Compact() { return impl_->Compact(); }
 Status DiskTier::Verify(VerifyReport* report) { return impl_->Verify(report); }
+Status DiskTier::Repair(const DiskTierOptions& options, const std::string& dir,
+                        DiskRepairReport* report) {
+  *report = DiskRepairReport();
+  Impl impl(options, dir);
+  return impl.Repair(report).WithContext("repair " + dir);
+}
 Status DiskTier::PutMeta(std::string_view key, std::string_view value) {
   return impl_->PutMeta(key, value);
 }

@@ -181,6 +181,21 @@ struct VerifyReport {
   std::vector<Bad> bad;  // in no particular order
 };
 
+// What Repair did.
+struct DiskRepairReport {
+  uint64_t segments = 0;         // segment files scanned
+  uint64_t records = 0;          // ids indexed: the newest valid record of each
+  uint64_t older_versions = 0;   // valid records that a newer one of the same id replaces
+  uint64_t damaged_bytes = 0;    // segment bytes that hold no valid record
+  uint64_t metadata_keys = 0;    // PutMeta keys that the old index still held
+  // Ids that the old index (or its list of lost records) knew and that no
+  // segment holds: gone for good.
+  std::vector<ItemId> lost;
+  // What RocksDB's own repair of the old index said, when it failed (the
+  // index was then started afresh, and its metadata is gone); "" if fine.
+  std::string index_salvage;
+};
+
 class DiskTier {
  public:
   // Opens (creating if needed) the store in dir and recovers it: loads the
@@ -188,13 +203,29 @@ class DiskTier {
   // records found after a segment's last indexed one (the newest sequence
   // wins) and truncates a torn tail. On success *tier owns the store.
   // Entries dropped because their segment is gone or too short are kept
-  // in a list of lost records, which Verify reports until the id is
-  // stored again.
+  // in a list of lost records, which Verify reports until the id is stored
+  // again or Repair rebuilds the index.
+  // A missing or damaged index (dir/index/CURRENT gone while segments hold
+  // records, an index RocksDB cannot open, an index without its format key)
+  // is not replaced: Open fails with Corruption naming `opt4store repair`,
+  // and changes nothing on disk but dir/LOCK.
   // Returns: OK, Busy (another open holds dir/LOCK; the message names the
   // lock file and the holder's pid), InvalidArgument (options),
   // Corruption (an index or manifest that cannot be read), IOError.
   static Status Open(const DiskTierOptions& options, const std::string& dir,
                      std::unique_ptr<DiskTier>* tier);
+
+  // Rebuilds the index of the store in dir from its segment files, which
+  // hold every record's id, sequence and checksums: the newest valid record
+  // of each id is indexed (an id evicted or deleted but not yet compacted
+  // away comes back; values are immutable per id, so it is still right).
+  // What the old index still holds is salvaged first with RocksDB's own
+  // repair, for the metadata (PutMeta) kept beside the index. Damaged bytes
+  // inside a segment are skipped up to the next valid record. Takes
+  // dir/LOCK; run it instead of Open, not beside it. options: only env is used.
+  // Returns: OK, Busy, IOError.
+  static Status Repair(const DiskTierOptions& options, const std::string& dir,
+                       DiskRepairReport* report);
 
   // Closes the store (see Close()).
   ~DiskTier();

@@ -2,7 +2,7 @@
 // (CRC32C, header, id), then lists each one that fails, and each record an
 // open had to drop (its segment file deleted or cut short). Nothing is
 // changed: a corrupt record stays until a read meets it (and drops it) or
-// compaction; a lost one is listed until a Put stores it again.
+// compaction; a lost one is listed until a Put stores it again or repair.
 #include <memory>
 #include <string>
 #include <utility>
@@ -80,7 +80,8 @@ Status RunVerify(const VerifyCommandOptions& o) {
     what += ", " + Plural(report.lost, "record") + " were lost at an open (a segment file " +
             "deleted or cut short)";
   }
-  return Status::Corruption(what + " (ids " + ids + "); reads of them miss");
+  return Status::Corruption(what + " (ids " + ids + "); reads of them miss; 'opt4store repair " +
+                            o.path + "' rebuilds the index from what the segments hold");
 }
 
 }  // namespace

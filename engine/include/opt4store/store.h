@@ -118,6 +118,17 @@ struct StoreVerifyReport {
   std::vector<Bad> bad;
 };
 
+// What Repair did.
+struct StoreRepairReport {
+  uint64_t segments = 0;        // segment files scanned
+  uint64_t records = 0;         // records indexed: the newest valid one of each id
+  uint64_t older_versions = 0;  // valid records replaced by a newer one of the same id
+  uint64_t damaged_bytes = 0;   // segment bytes in no valid record
+  std::vector<ItemId> lost;     // ids the old index knew that no segment holds
+  std::string index_salvage;    // what failed while salvaging the old index ("" if nothing)
+  bool manifest_found = false;  // the settings, plan and cursor survived in the old index
+};
+
 class Store {
  public:
   // Opens (or creates) the store at `path` and becomes its owner. Returns
@@ -128,6 +139,18 @@ class Store {
   // NotFound without create_if_missing; Corruption; IOError.
   static Status Open(const StoreOptions& options, const std::string& path,
                      std::unique_ptr<Store>* store);
+
+  // Rebuilds the disk tier's index from its segment files, for a store whose
+  // Open fails with Corruption naming `opt4store repair`, or whose Verify
+  // lists records lost at an open (see tiers/disk_tier.h, DiskTier::Repair).
+  // The manifest lives beside the index: what RocksDB can salvage of it is
+  // kept. When it is gone, options.dataset_size and options.disk write a new
+  // one; without them Repair rebuilds the index all the same and returns
+  // Corruption saying what to give. Only the process that would own the
+  // store may repair it: Busy while another has it open.
+  // Returns: OK, NotFound (no store at path), Busy, Corruption, IOError.
+  static Status Repair(const StoreOptions& options, const std::string& path,
+                       StoreRepairReport* report);
 
   // Joins a store opened by another process as a reader (a spawned
   // DataLoader worker), by the owner's handle().
