@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <rocksdb/db.h>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -155,6 +156,29 @@ TEST_CASE("repair: a deleted index directory is rebuilt; the newest version of e
   REQUIRE(DiskTier::Repair(RepairOptions(), dir.path(), &report).ok());
   CHECK(report.records == kItems);
   CHECK(report.metadata_keys == 0);  // gone with the index
+  CheckAllRead(dir.path());
+}
+
+TEST_CASE("repair: an empty index over records (what a failed open used to leave) is refused",
+          "[repair][fault]") {
+  TempDir dir;
+  Fill(dir.path());
+  std::filesystem::remove_all(dir.File("index"));
+  {
+    rocksdb::Options ro;
+    ro.create_if_missing = true;
+    rocksdb::DB* db = nullptr;
+    REQUIRE(rocksdb::DB::Open(ro, dir.File("index"), &db).ok());
+    delete db;
+  }
+  std::unique_ptr<DiskTier> tier;
+  const Status s = DiskTier::Open(RepairOptions(), dir.path(), &tier);
+  INFO(s.ToString());
+  REQUIRE(s.IsCorruption());
+  CHECK(s.message().find("opt4store repair") != std::string::npos);
+  DiskRepairReport report;
+  REQUIRE(DiskTier::Repair(RepairOptions(), dir.path(), &report).ok());
+  CHECK(report.records == kItems);
   CheckAllRead(dir.path());
 }
 
