@@ -380,7 +380,7 @@ TEST_CASE("get: a missing id, an id past the dataset, no store", "[store_cli]") 
   CliResult none = Cli(dir, {"get", dir.File("nowhere"), "0", "--meta"});
   CheckFails(none);
   CHECK(none.err.find("no store at " + dir.File("nowhere")) != std::string::npos);
-  for (const char* command : {"inspect", "verify", "compact", "stats"}) {
+  for (const char* command : {"inspect", "verify", "repair", "compact", "stats"}) {
     CliResult r = Cli(dir, {command, dir.File("nowhere")});
     INFO(command);
     CheckFails(r);

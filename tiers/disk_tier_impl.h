@@ -8,6 +8,7 @@
 //   disk_read_pool.cc   reads: pooled io_uring queues, MultiGet, CRC checks
 //   disk_writes.cc      Put, Delete, segment roll-over, eviction by next use
 //   disk_compaction.cc  Compact: live records copied out of sparse segments
+//   disk_repair.cc      Repair: the index rebuilt from a scan of the segments
 // Internal to tiers/.
 #ifndef OPT4STORE_TIERS_DISK_TIER_IMPL_H_
 #define OPT4STORE_TIERS_DISK_TIER_IMPL_H_
