@@ -25,6 +25,7 @@
 #include "disk_test_util.h"
 #include "opt4store/store.h"
 #include "test_util.h"
+#include "tiers/disk_format.h"
 #include "tiers/disk_tier.h"
 
 namespace opt4store {
@@ -281,6 +282,47 @@ TEST_CASE("verify: records past the end of a segment cut short are listed as los
   CHECK(tier->Verify(&report).IsCorruption());
   CHECK(report.lost == gone.size());
   CHECK(BadIds(report) == gone);
+}
+
+TEST_CASE("verify: a record newer than the indexed version of its id is listed as orphaned",
+          "[verify][fault]") {
+  TempDir dir;
+  Fill(dir.path());
+  // Point id 3's index entry back at its version 0, as if the index update
+  // of version 1 were lost below the watermark.
+  std::string old_value;
+  for (const std::string& seg : SegmentFiles(dir.path())) {
+    for (const auto& r : ReadSegmentRecords(seg)) {
+      uint32_t number = 0;
+      REQUIRE(ParseSegmentName(std::filesystem::path(seg).filename().string(), &number));
+      if (r.id == 3 && old_value.empty()) {
+        old_value = EncodeIndexValue(MakeIndexValue(r.header, number, static_cast<uint32_t>(r.offset)));
+      }
+    }
+  }
+  REQUIRE_FALSE(old_value.empty());
+  {
+    rocksdb::DB* db = nullptr;
+    REQUIRE(rocksdb::DB::Open(rocksdb::Options(), dir.File("index"), &db).ok());
+    REQUIRE(db->Put(rocksdb::WriteOptions(), IndexKey(3), old_value).ok());
+    delete db;
+  }
+  {
+    std::unique_ptr<DiskTier> tier;
+    REQUIRE(DiskTier::Open(RepairOptions(), dir.path(), &tier).ok());
+    VerifyReport report;
+    const Status s = tier->Verify(&report);
+    INFO(s.ToString());
+    CHECK(s.IsCorruption());
+    CHECK(report.orphaned == 1);
+    REQUIRE(report.bad.size() == 1);
+    CHECK(report.bad[0].id == 3);
+    CHECK(report.bad[0].status.message().find("orphaned") != std::string::npos);
+  }
+  // Repair indexes the newest version again.
+  DiskRepairReport repaired;
+  REQUIRE(DiskTier::Repair(RepairOptions(), dir.path(), &repaired).ok());
+  CheckAllRead(dir.path());
 }
 
 // ------------------------------------------------------------------ the CLI

@@ -411,7 +411,7 @@ TEST_CASE("verify finds a flipped payload byte; get of that id fails", "[store_c
   CHECK(json.status != 0);
   const Json report = ParseJson(json.out);
   CHECK(KeysOf(report) ==
-        std::vector<std::string>{"records_checked", "bytes_checked", "corrupt", "lost", "bad"});
+        std::vector<std::string>{"records_checked", "bytes_checked", "corrupt", "lost", "orphaned", "bad"});
   CHECK(report.at("records_checked") == 3);
   CHECK(report.at("corrupt") == 1);
   REQUIRE(report.at("bad").size() == 1);

@@ -178,6 +178,9 @@ struct VerifyReport {
   // Records an open had to drop (their segment was deleted or cut short),
   // and that no later Put has replaced. Listed in bad as well.
   uint64_t lost = 0;
+  // Orphaned segment data: valid records newer than the version the index
+  // holds for their id (an index update was lost). Listed in bad as well.
+  uint64_t orphaned = 0;
   std::vector<Bad> bad;  // in no particular order
 };
 
@@ -301,8 +304,10 @@ class DiskTier {
   Status Compact();
 
   // Reads and checks every indexed record; fills *report with each one that
-  // fails, and with each record lost at an open (see Open). Changes nothing
-  // (Get drops a corrupt record when it meets it).
+  // fails, with each record lost at an open (see Open), and with each
+  // orphaned record: a scan of every segment finds a valid record newer
+  // than the version the index holds for its id. Changes nothing (Get
+  // drops a corrupt record when it meets it).
   // Returns: OK when every record checks out, Corruption when report->bad
   // is not empty, IOError when the tier is closed.
   Status Verify(VerifyReport* report);

@@ -69,6 +69,10 @@ class DiskTier::Impl {
   Status Flush();
   Status Compact();
   Status Verify(VerifyReport* report);
+  // Verify's scan of the segments for valid records newer than the
+  // indexed version of their id (indexed_sequence), up to settled_sequence.
+  Status FindOrphans(const std::unordered_map<ItemId, uint64_t>& indexed_sequence,
+                     uint64_t settled_sequence, VerifyReport* report) EXCLUDES(mu_);
   Status PutMeta(std::string_view key, std::string_view value);
   Status GetMeta(std::string_view key, std::string* value);
   DiskTierStats GetStats() const;

@@ -79,6 +79,7 @@ Status Store::Impl::Verify(StoreVerifyReport* report) {
   report->records_checked = r.records_checked;
   report->bytes_checked = r.bytes_checked;
   report->lost = r.lost;
+  report->orphaned = r.orphaned;
   for (const VerifyReport::Bad& b : r.bad) {
     report->bad.push_back({b.id, b.segment + " @" + std::to_string(b.offset), b.status});
   }

@@ -110,6 +110,7 @@ struct StoreVerifyReport {
   uint64_t records_checked = 0;
   uint64_t bytes_checked = 0;
   uint64_t lost = 0;  // of bad: records an open dropped (segment deleted or cut short)
+  uint64_t orphaned = 0;  // of bad: valid records newer than the indexed version of their id
   struct Bad {
     ItemId id = 0;
     std::string where;  // segment file and offset
