@@ -6,8 +6,9 @@
 // newest valid record of each id. What the index holds beside the records
 // (the store's metadata, PutMeta) exists nowhere else; RocksDB's RepairDB
 // salvages what its tables and logs still hold before the index entries,
-// the watermarks and the lost list are replaced in one atomic batch. A crash
-// during a repair leaves either the old index or the new one; run it again.
+// the watermarks and the lost list are replaced in one atomic batch. Repair
+// only reads the segments, so a crash during one loses nothing that a
+// second run cannot rebuild.
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 

@@ -368,7 +368,19 @@ class PosixFileLock final : public FileLock {
   const pid_t pid_;
 };
 
-bool ProcessAlive(long pid) { return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+// A zombie (dead, not yet reaped) holds nothing: not alive here.
+bool ProcessAlive(long pid) {
+  if (pid <= 0 || (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM)) return false;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return true;
+  char line[512] = {0};
+  const bool got = std::fgets(line, sizeof(line), f) != nullptr;
+  std::fclose(f);
+  const char* paren = got ? std::strrchr(line, ')') : nullptr;  // the name may hold spaces
+  return paren == nullptr || paren[1] == '\0' || paren[2] != 'Z';
+}
 
 // The processes with a descriptor open on the file (dev, ino), found in
 // /proc/*/fd; those whose descriptors cannot be read (another user's) are
