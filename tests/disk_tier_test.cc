@@ -652,23 +652,33 @@ TEST_CASE("disk tier: the pread and buffered fallbacks give the same values", "[
 }
 
 TEST_CASE("disk tier: recovery re-indexes lost entries and cuts torn tails", "[disk][recovery]") {
-  SECTION("a lost index: every record comes back from the segments, newest wins") {
+  SECTION("a lost index: Open refuses it, Repair brings every record back, newest wins") {
     TempDir dir;
     {
       auto tier = OpenOrDie(SmallOptions(), dir.path());
       PutRange(tier.get(), 0, 50);
       PutRange(tier.get(), 10, 20, 1);  // newer versions, later in the log
     }
-    std::filesystem::remove_all(dir.File("index"));
+    auto lose_and_repair = [&](uint64_t records, uint64_t older) {
+      std::filesystem::remove_all(dir.File("index"));
+      std::unique_ptr<DiskTier> refused;
+      const Status s = DiskTier::Open(SmallOptions(), dir.path(), &refused);
+      CHECK(s.IsCorruption());
+      CHECK(s.message().find("opt4store repair") != std::string::npos);
+      DiskRepairReport report;
+      REQUIRE(DiskTier::Repair(SmallOptions(), dir.path(), &report).ok());
+      CHECK(report.records == records);
+      CHECK(report.older_versions == older);
+    };
+    // 60 records found in log order: the 10 newer versions replace.
+    lose_and_repair(50, 10);
     auto tier = OpenOrDie(SmallOptions(), dir.path());
-    // 60 records re-indexed in log order: the 10 newer versions replace.
-    CHECK(tier->GetStats().recovered_records == 60);
     CHECK(tier->GetStats().items == 50);
     for (ItemId id = 0; id < 50; ++id) ExpectValue(tier.get(), id, id >= 10 && id < 20 ? 1 : 0);
     // And the sequence continues above the recovered ones.
     PutRange(tier.get(), 10, 11, 2);
     tier.reset();
-    std::filesystem::remove_all(dir.File("index"));
+    lose_and_repair(50, 11);
     tier = OpenOrDie(SmallOptions(), dir.path());
     ExpectValue(tier.get(), 10, 2);
   }
@@ -740,8 +750,12 @@ TEST_CASE("disk tier: recovery re-indexes lost entries and cuts torn tails", "[d
     tier.reset();
     tier = OpenOrDie(SmallOptions(), dir.path());
     for (ItemId id = 20; id < 25; ++id) ExpectValue(tier.get(), id, 0, 5000);
+    // The dropped record is not forgotten: Verify lists it as lost.
     VerifyReport report;
-    CHECK(tier->Verify(&report).ok());
+    CHECK(tier->Verify(&report).IsCorruption());
+    CHECK(report.lost == 1);
+    REQUIRE(report.bad.size() == 1);
+    CHECK(report.bad[0].id == records.back().id);
   }
 }
 

@@ -307,7 +307,7 @@ TEST_CASE("get: a missing id, an id past the dataset, no store", "[store_cli]") 
   CliResult none = Cli(dir, {"get", dir.File("nowhere"), "0", "--meta"});
   CheckFails(none);
   CHECK(none.err.find("no store at " + dir.File("nowhere")) != std::string::npos);
-  for (const char* command : {"inspect", "verify", "compact", "stats"}) {
+  for (const char* command : {"inspect", "verify", "repair", "compact", "stats"}) {
     CliResult r = Cli(dir, {command, dir.File("nowhere")});
     INFO(command);
     CheckFails(r);
@@ -338,7 +338,7 @@ TEST_CASE("verify finds a flipped payload byte; get of that id fails", "[store_c
   CHECK(json.status != 0);
   const Json report = ParseJson(json.out);
   CHECK(KeysOf(report) ==
-        std::vector<std::string>{"records_checked", "bytes_checked", "corrupt", "bad"});
+        std::vector<std::string>{"records_checked", "bytes_checked", "corrupt", "lost", "orphaned", "bad"});
   CHECK(report.at("records_checked") == 3);
   CHECK(report.at("corrupt") == 1);
   REQUIRE(report.at("bad").size() == 1);

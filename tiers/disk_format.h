@@ -7,6 +7,8 @@
 //   'w' + segment number (big-endian) -> watermark: the end of the
 //        segment's last indexed record (8 bytes)
 //   'm' + key -> the store's own metadata (DiskTier::PutMeta)
+//   'x' + id (big-endian) -> a record lost at an open: segment number (4),
+//        offset (4), then why, in words (DiskTier::Verify lists these)
 //   "format" -> "opt4store-disk-v1"; "n" -> next segment number;
 //   "q" -> highest sequence
 //   segment files: segments/NNNNNN.seg
@@ -34,6 +36,8 @@ constexpr char kIndexTag = 'i';
 constexpr char kSegmentTag = 'w';
 // The store's own keys (PutMeta): 'm' + key.
 constexpr char kUserTag = 'm';
+// Records dropped at an open: 'x' + id (big-endian).
+constexpr char kLostTag = 'x';
 inline constexpr char kFormatKey[] = "format";
 inline constexpr char kFormatValue[] = "opt4store-disk-v1";
 inline constexpr char kNextSegmentKey[] = "n";
@@ -60,6 +64,17 @@ inline std::string IndexKey(ItemId id) {
   std::string k(1, kIndexTag);
   PutBE32(&k, id);
   return k;
+}
+inline std::string LostKey(ItemId id) {
+  std::string k(1, kLostTag);
+  PutBE32(&k, id);
+  return k;
+}
+inline std::string LostValue(uint32_t segment, uint32_t offset, const std::string& why) {
+  std::string v;
+  PutLE(&v, segment, 4);
+  PutLE(&v, offset, 4);
+  return v + why;
 }
 inline std::string SegmentKey(uint32_t number) {
   std::string k(1, kSegmentTag);

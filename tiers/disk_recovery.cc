@@ -32,28 +32,24 @@ Status DiskTier::Impl::Open() {
   OPT4STORE_RETURN_IF_ERROR(env_->LockFile(dir_ + "/LOCK", &lock_));
   OPT4STORE_RETURN_IF_ERROR(env_->CreateDirIfMissing(segment_dir_));
 
-  rocksdb::Options ro;
-  ro.create_if_missing = true;
-  // RocksDB's info LOG keeps warnings and errors only (a damaged index, a
-  // full disk), in at most two files of 1 MiB. No stats dump or persist
-  // timer: Stats() holds the store's own counters, and the dump ran
-  // RocksDB's DumpStats on a timer thread every 10 minutes for nothing.
-  ro.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  ro.max_log_file_size = 1 << 20;
-  ro.keep_log_file_num = 2;
-  ro.stats_dump_period_sec = 0;
-  ro.stats_persist_period_sec = 0;
-  ro.max_background_jobs = 2;
-  ro.write_buffer_size = 16 << 20;
-  ro.compression = rocksdb::kNoCompression;  // 37-byte values; not worth it
+  bool create = false;
+  OPT4STORE_RETURN_IF_ERROR(CheckIndexBeforeOpen(&create));
+  rocksdb::Options ro = IndexOptions();
+  ro.create_if_missing = create;
   rocksdb::DB* db = nullptr;
-  OPT4STORE_RETURN_IF_ERROR(
-      FromRocks(rocksdb::DB::Open(ro, dir_ + "/index", &db), "open index " + dir_ + "/index"));
+  rocksdb::Status opened = rocksdb::DB::Open(ro, dir_ + "/index", &db);
+  if (opened.IsCorruption()) return DamagedIndex("RocksDB cannot open it: " + opened.ToString());
+  OPT4STORE_RETURN_IF_ERROR(FromRocks(opened, "open index " + dir_ + "/index"));
   db_.reset(db);
 
   std::string format;
   rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), kFormatKey, &format);
   if (rs.IsNotFound()) {
+    // The format key is the first write to a new index, before any
+    // segment exists: an index without it beside records is a stand-in.
+    bool records = false;
+    OPT4STORE_RETURN_IF_ERROR(SegmentsHoldRecords(&records));
+    if (records) return DamagedIndex("it has no format key, but segments hold records");
     OPT4STORE_RETURN_IF_ERROR(
         FromRocks(db_->Put(rocksdb::WriteOptions(), kFormatKey, kFormatValue), "write format"));
   } else if (!rs.ok()) {
@@ -68,6 +64,74 @@ Status DiskTier::Impl::Open() {
   std::unique_ptr<Reader> reader = AcquireReader();
   if (!reader) return Status::IOError("cannot create a read queue");
   ReleaseReader(std::move(reader));
+  return Status::OK();
+}
+
+rocksdb::Options DiskTier::Impl::IndexOptions() const {
+  rocksdb::Options ro;
+  // RocksDB's info LOG keeps warnings and errors only (a damaged index, a
+  // full disk), in at most two files of 1 MiB. No stats dump or persist
+  // timer: Stats() holds the store's own counters, and the dump ran
+  // RocksDB's DumpStats on a timer thread every 10 minutes for nothing.
+  ro.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  ro.max_log_file_size = 1 << 20;
+  ro.keep_log_file_num = 2;
+  ro.stats_dump_period_sec = 0;
+  ro.stats_persist_period_sec = 0;
+  ro.max_background_jobs = 2;
+  ro.write_buffer_size = 16 << 20;
+  ro.compression = rocksdb::kNoCompression;  // 37-byte values; not worth it
+  return ro;
+}
+
+Status DiskTier::Impl::DamagedIndex(const std::string& why) const {
+  return Status::Corruption("the index of " + dir_ + " (" + dir_ + "/index) is missing or damaged: " +
+                            why + "; nothing was changed. Run 'opt4store repair " + dir_ +
+                            "' to rebuild it from the segment files");
+}
+
+Status DiskTier::Impl::SegmentsHoldRecords(bool* any) {
+  *any = false;
+  std::vector<std::string> names;
+  Status s = env_->GetChildren(segment_dir_, &names);
+  if (s.IsNotFound()) return Status::OK();
+  OPT4STORE_RETURN_IF_ERROR(s);
+  for (const std::string& name : names) {
+    uint32_t number;
+    uint64_t size = 0;
+    if (!ParseSegmentName(name, &number)) continue;
+    OPT4STORE_RETURN_IF_ERROR(env_->GetFileSize(SegmentPath(name), &size));
+    if (size > 0) *any = true;
+  }
+  return Status::OK();
+}
+
+// RocksDB, asked to open an index whose CURRENT is gone, creates a new empty
+// one over the old files (and fails, or not): every record would be
+// orphaned. So it may create an index only where there was none.
+Status DiskTier::Impl::CheckIndexBeforeOpen(bool* create) {
+  const std::string index_dir = dir_ + "/index";
+  uint64_t size = 0;
+  *create = false;
+  if (env_->GetFileSize(index_dir + "/CURRENT", &size).ok()) return Status::OK();
+  std::vector<std::string> names;
+  Status s = env_->GetChildren(index_dir, &names);
+  if (!s.ok() && !s.IsNotFound()) return s;
+  auto ends_with = [](const std::string& name, const char* tail) {
+    const size_t n = std::strlen(tail);
+    return name.size() >= n && name.compare(name.size() - n, n, tail) == 0;
+  };
+  for (const std::string& name : names) {
+    // A kill while a new index is made leaves a MANIFEST, OPTIONS or a
+    // *.dbtmp without CURRENT, but data only lives in tables and logs.
+    if (ends_with(name, ".sst") || ends_with(name, ".log") || ends_with(name, ".blob")) {
+      return DamagedIndex("index/CURRENT is missing (" + name + " is there)");
+    }
+  }
+  bool records = false;
+  OPT4STORE_RETURN_IF_ERROR(SegmentsHoldRecords(&records));
+  if (records) return DamagedIndex("there is no index, but segment files hold records");
+  *create = true;
   return Status::OK();
 }
 
@@ -128,23 +192,37 @@ Status DiskTier::Impl::Recover() {
   }
   OPT4STORE_RETURN_IF_ERROR(FromRocks(it->status(), "read segment list"));
 
-  // Index entries; those pointing at a missing segment or past its end go.
+  // Index entries; those pointing at a missing segment or past its end go,
+  // into the list of lost records that Verify reports: the store serves
+  // the rest, and nobody is left unaware of what it no longer has.
   const std::string index_prefix(1, kIndexTag);
   uint64_t dropped = 0;
+  std::string first_loss;
+  auto lose = [&](const rocksdb::Slice& key, const IndexValue& v, const std::string& why) {
+    batch.Delete(key);
+    if (key.size() == 5) {
+      batch.Put(LostKey(GetBE32(key.data() + 1)), LostValue(v.segment, v.offset, why));
+    }
+    if (dropped++ == 0) first_loss = why;
+  };
   for (it->Seek(index_prefix); it->Valid() && it->key().starts_with(index_prefix); it->Next()) {
     IndexValue v;
     if (it->key().size() != 5 || !DecodeIndexValue(it->value(), &v)) {
-      batch.Delete(it->key());
-      ++dropped;
+      lose(it->key(), v, "its index entry is unreadable");
       continue;
     }
     const ItemId id = GetBE32(it->key().data() + 1);
     auto found = slot_of.find(v.segment);
-    if (found == slot_of.end() ||
-        uint64_t{v.offset} + v.length > segments_[found->second]->size ||
-        v.length < kRecordHeaderSize) {
-      batch.Delete(it->key());
-      ++dropped;
+    if (found == slot_of.end()) {
+      lose(it->key(), v, "segment file " + SegmentName(v.segment) + " is missing");
+      continue;
+    }
+    const uint64_t end = uint64_t{v.offset} + v.length;
+    if (end > segments_[found->second]->size || v.length < kRecordHeaderSize) {
+      lose(it->key(), v,
+           "segment file " + SegmentName(v.segment) + " ends at byte " +
+               std::to_string(segments_[found->second]->size) + ", before the record's end at " +
+               std::to_string(end));
       continue;
     }
     const uint16_t slot = found->second;
@@ -157,6 +235,12 @@ Status DiskTier::Impl::Recover() {
   OPT4STORE_RETURN_IF_ERROR(FromRocks(it->status(), "read index"));
   it.reset();
   dropped_on_open_ = dropped;
+  if (dropped > 0) {
+    std::fprintf(stderr,
+                 "opt4store: %s: %" PRIu64 " indexed records are lost (%s%s); "
+                 "'opt4store verify' lists them\n",
+                 dir_.c_str(), dropped, first_loss.c_str(), dropped > 1 ? ", ..." : "");
+  }
 
   // Tails: records written after the last indexed one.
   std::unordered_map<ItemId, uint64_t> recovered_seq;

@@ -36,6 +36,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "tiers/disk_tier_impl.h"
 
@@ -83,6 +84,14 @@ Status DiskTier::Impl::Flush() {
 Status DiskTier::Impl::Verify(VerifyReport* report) {
   *report = VerifyReport();
   if (closed_) return Status::IOError("disk tier is closed");
+  // Every Put up to this sequence has updated the index (a Put holds
+  // write_mu_ from its append to its index update); later ones are left
+  // out of the orphan check below.
+  uint64_t settled_sequence = 0;
+  {
+    MutexLock wlock(&write_mu_);
+    settled_sequence = next_sequence_ - 1;
+  }
   std::vector<ReadTarget> targets;
   for (size_t begin = 0;; begin += kScanChunk) {
     MutexLock lock(&mu_);
@@ -94,6 +103,7 @@ Status DiskTier::Impl::Verify(VerifyReport* report) {
       targets.push_back(std::move(t));
     });
   }
+  std::unordered_map<ItemId, uint64_t> indexed_sequence;
   ReadRecords(targets.data(), targets.size(), [&](size_t i, Status s, const char* record) {
     const ReadTarget& t = targets[i];
     RecordHeader h;
@@ -101,10 +111,71 @@ Status DiskTier::Impl::Verify(VerifyReport* report) {
     ++report->records_checked;
     report->bytes_checked += t.loc.length;
     if (!s.ok()) report->bad.push_back({t.id, t.segment, t.loc.offset, s});
+    if (s.ok()) indexed_sequence[t.id] = h.sequence;
   });
+  OPT4STORE_RETURN_IF_ERROR(FindOrphans(indexed_sequence, settled_sequence, report));
+  // Records an open dropped, unless a later Put has stored the id again.
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  const std::string lost_prefix(1, kLostTag);
+  for (it->Seek(lost_prefix); it->Valid() && it->key().starts_with(lost_prefix); it->Next()) {
+    if (it->key().size() != 5 || it->value().size() < 8) continue;
+    const ItemId id = GetBE32(it->key().data() + 1);
+    if (Contains(id)) continue;
+    const uint32_t segment = static_cast<uint32_t>(GetLE(it->value().data(), 4));
+    const std::string why(it->value().data() + 8, it->value().size() - 8);
+    report->bad.push_back({id, SegmentName(segment), GetLE(it->value().data() + 4, 4),
+                           Status::Corruption("lost at an open: " + why)});
+    ++report->lost;
+  }
+  OPT4STORE_RETURN_IF_ERROR(FromRocks(it->status(), "read the lost records"));
   if (report->bad.empty()) return Status::OK();
-  return Status::Corruption(std::to_string(report->bad.size()) + " of " +
-                            std::to_string(report->records_checked) + " records failed checks");
+  return Status::Corruption(
+      std::to_string(report->bad.size() - report->lost - report->orphaned) + " of " +
+      std::to_string(report->records_checked) + " records failed checks, " +
+      std::to_string(report->lost) + " were lost at an open, " +
+      std::to_string(report->orphaned) + " newer records are not indexed");
+}
+
+// Orphaned segment data: a valid record of an id that is newer than the
+// version the index holds means an index update was lost (an id evicted
+// or deleted has no entry, and an older record below the watermark is
+// dead space, so neither counts).
+Status DiskTier::Impl::FindOrphans(const std::unordered_map<ItemId, uint64_t>& indexed_sequence,
+                                   uint64_t settled_sequence, VerifyReport* report) {
+  struct Scan {
+    std::shared_ptr<File> file;
+    std::string name;
+    uint64_t size;
+  };
+  std::vector<Scan> scans;
+  {
+    MutexLock lock(&mu_);
+    for (size_t slot = 1; slot < segments_.size(); ++slot) {
+      if (segments_[slot]) {
+        scans.push_back({segments_[slot]->file, segments_[slot]->name, segments_[slot]->size});
+      }
+    }
+  }
+  for (const Scan& scan : scans) {
+    uint64_t end = 0, damaged = 0;
+    OPT4STORE_RETURN_IF_ERROR(ScanSegmentRecords(
+        scan.file.get(), scan.size,
+        [&](uint64_t offset, const RecordHeader& h) {
+          auto indexed = indexed_sequence.find(h.id);
+          if (h.sequence > settled_sequence || indexed == indexed_sequence.end() ||
+              h.sequence <= indexed->second) {
+            return;
+          }
+          report->bad.push_back(
+              {h.id, scan.name, offset,
+               Status::Corruption("orphaned: this record (sequence " + std::to_string(h.sequence) +
+                                  ") is newer than the indexed one (sequence " +
+                                  std::to_string(indexed->second) + ")")});
+          ++report->orphaned;
+        },
+        &end, &damaged));
+  }
+  return Status::OK();
 }
 
 Status DiskTier::Impl::PutMeta(std::string_view key, std::string_view value) {
@@ -252,6 +323,12 @@ void DiskTier::SetNextUse(ItemId id, uint64_t next_use) { impl_->SetNextUse(id, 
 Status DiskTier::Flush() { return impl_->Flush(); }
 Status DiskTier::Compact() { return impl_->Compact(); }
 Status DiskTier::Verify(VerifyReport* report) { return impl_->Verify(report); }
+Status DiskTier::Repair(const DiskTierOptions& options, const std::string& dir,
+                        DiskRepairReport* report) {
+  *report = DiskRepairReport();
+  Impl impl(options, dir);
+  return impl.Repair(report).WithContext("repair " + dir);
+}
 Status DiskTier::PutMeta(std::string_view key, std::string_view value) {
   return impl_->PutMeta(key, value);
 }

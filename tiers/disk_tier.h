@@ -3,7 +3,9 @@
 // byte budget, survives restarts and kill -9, and reads in batches.
 //
 // Layout of a store directory:
-//   dir/LOCK                 flock'ed by the owner; holds its pid
+//   dir/LOCK                 flock'ed by the owner; holds its pid. Children it
+//                            forks do not keep it (env.h): a worker that
+//                            outlives a killed owner does not lock it out
 //   dir/index/               RocksDB: the index (id -> segment, offset,
 //                            length, sequence, CRC, codec, sizes) and the
 //                            manifest (format, segment list with a
@@ -176,7 +178,28 @@ struct VerifyReport {
   };
   uint64_t records_checked = 0;
   uint64_t bytes_checked = 0;
+  // Records an open had to drop (their segment was deleted or cut short),
+  // and that no later Put has replaced. Listed in bad as well.
+  uint64_t lost = 0;
+  // Orphaned segment data: valid records newer than the version the index
+  // holds for their id (an index update was lost). Listed in bad as well.
+  uint64_t orphaned = 0;
   std::vector<Bad> bad;  // in no particular order
+};
+
+// What Repair did.
+struct DiskRepairReport {
+  uint64_t segments = 0;         // segment files scanned
+  uint64_t records = 0;          // ids indexed: the newest valid record of each
+  uint64_t older_versions = 0;   // valid records that a newer one of the same id replaces
+  uint64_t damaged_bytes = 0;    // segment bytes that hold no valid record
+  uint64_t metadata_keys = 0;    // PutMeta keys that the old index still held
+  // Ids that the old index (or its list of lost records) knew and that no
+  // segment holds: gone for good.
+  std::vector<ItemId> lost;
+  // What RocksDB's own repair of the old index said, when it failed (the
+  // index was then started afresh, and its metadata is gone); "" if fine.
+  std::string index_salvage;
 };
 
 class DiskTier {
@@ -185,11 +208,30 @@ class DiskTier {
   // index, drops entries that point past a segment's end, re-indexes valid
   // records found after a segment's last indexed one (the newest sequence
   // wins) and truncates a torn tail. On success *tier owns the store.
+  // Entries dropped because their segment is gone or too short are kept
+  // in a list of lost records, which Verify reports until the id is stored
+  // again or Repair rebuilds the index.
+  // A missing or damaged index (dir/index/CURRENT gone while segments hold
+  // records, an index RocksDB cannot open, an index without its format key)
+  // is not replaced: Open fails with Corruption naming `opt4store repair`,
+  // and changes nothing on disk but dir/LOCK.
   // Returns: OK, Busy (another open holds dir/LOCK; the message names the
   // lock file and the holder's pid), InvalidArgument (options),
   // Corruption (an index or manifest that cannot be read), IOError.
   static Status Open(const DiskTierOptions& options, const std::string& dir,
                      std::unique_ptr<DiskTier>* tier);
+
+  // Rebuilds the index of the store in dir from its segment files, which
+  // hold every record's id, sequence and checksums: the newest valid record
+  // of each id is indexed (an id evicted or deleted but not yet compacted
+  // away comes back; values are immutable per id, so it is still right).
+  // What the old index still holds is salvaged first with RocksDB's own
+  // repair, for the metadata (PutMeta) kept beside the index. Damaged bytes
+  // inside a segment are skipped up to the next valid record. Takes
+  // dir/LOCK; run it instead of Open, not beside it. options: only env is used.
+  // Returns: OK, Busy, IOError.
+  static Status Repair(const DiskTierOptions& options, const std::string& dir,
+                       DiskRepairReport* report);
 
   // Closes the store (see Close()).
   ~DiskTier();
@@ -272,7 +314,10 @@ class DiskTier {
   Status Compact();
 
   // Reads and checks every indexed record; fills *report with each one that
-  // fails. Changes nothing (Get drops a corrupt record when it meets it).
+  // fails, with each record lost at an open (see Open), and with each
+  // orphaned record: a scan of every segment finds a valid record newer
+  // than the version the index holds for its id. Changes nothing (Get
+  // drops a corrupt record when it meets it).
   // Returns: OK when every record checks out, Corruption when report->bad
   // is not empty, IOError when the tier is closed.
   Status Verify(VerifyReport* report);

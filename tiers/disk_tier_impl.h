@@ -8,6 +8,7 @@
 //   disk_read_pool.cc   reads: pooled io_uring queues, MultiGet, CRC checks
 //   disk_writes.cc      Put, Delete, Clear, segment roll-over, eviction by next use
 //   disk_compaction.cc  Compact: live records copied out of sparse segments
+//   disk_repair.cc      Repair: the index rebuilt from a scan of the segments
 // Internal to tiers/.
 #ifndef OPT4STORE_TIERS_DISK_TIER_IMPL_H_
 #define OPT4STORE_TIERS_DISK_TIER_IMPL_H_
@@ -41,12 +42,23 @@ constexpr size_t kScanChunk = 1 << 16;
 // Index updates of a compaction are committed in batches of this size.
 constexpr size_t kCompactionBatch = 256;
 
+// Walks a segment file's records from offset 0: fn(offset, header) for each
+// valid one (header and body checked). A record whose body fails its CRC is
+// stepped over by its length, which the header's own CRC vouches for; bytes
+// without a valid header are skipped up to the next record magic. *end: the
+// end of the last valid record; *damaged: bytes that are in no valid record.
+// Returns: OK, IOError.
+Status ScanSegmentRecords(File* file, uint64_t size,
+                          const std::function<void(uint64_t offset, const RecordHeader& h)>& fn,
+                          uint64_t* end, uint64_t* damaged);
+
 class DiskTier::Impl {
  public:
   Impl(const DiskTierOptions& options, std::string dir);
   ~Impl();
 
   Status Open();
+  Status Repair(DiskRepairReport* report);
   Status Put(ItemId id, std::string_view meta, std::string_view payload,
              std::vector<ItemId>* evicted);
   void MultiGet(const ItemId* ids, size_t n, const RecordCallback& fn);
@@ -58,6 +70,10 @@ class DiskTier::Impl {
   Status Flush();
   Status Compact();
   Status Verify(VerifyReport* report);
+  // Verify's scan of the segments for valid records newer than the
+  // indexed version of their id (indexed_sequence), up to settled_sequence.
+  Status FindOrphans(const std::unordered_map<ItemId, uint64_t>& indexed_sequence,
+                     uint64_t settled_sequence, VerifyReport* report) EXCLUDES(mu_);
   Status PutMeta(std::string_view key, std::string_view value);
   Status GetMeta(std::string_view key, std::string* value);
   DiskTierStats GetStats() const;
@@ -112,6 +128,15 @@ class DiskTier::Impl {
   }
   std::string SegmentPath(const std::string& name) const { return segment_dir_ + "/" + name; }
 
+  // RocksDB's options for the index, the same for Open and Repair.
+  rocksdb::Options IndexOptions() const;
+  // Before RocksDB touches the index: whether it may create one (a new
+  // store), or Corruption when the index is gone but records are not.
+  Status CheckIndexBeforeOpen(bool* create);
+  // True when a segment file holds any bytes.
+  Status SegmentsHoldRecords(bool* any);
+  // Corruption: the index is damaged (why), with what to run.
+  Status DamagedIndex(const std::string& why) const;
   Status Recover();
   Status ScanTail(uint16_t slot, uint64_t from, rocksdb::WriteBatch* batch,
                   std::unordered_map<ItemId, uint64_t>* recovered_seq, uint64_t* max_seq)

@@ -29,6 +29,8 @@ Command AddGetCommand(CLI::App* parent);
 Command AddInspectCommand(CLI::App* parent);
 // verify: checks every record; non-zero exit if any is corrupt.
 Command AddVerifyCommand(CLI::App* parent);
+// repair: rebuilds the disk index from the segment files.
+Command AddRepairCommand(CLI::App* parent);
 // compact: rewrites sparse segments.
 Command AddCompactCommand(CLI::App* parent);
 // clear: empties the store's values, keeping its settings and fingerprint.

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
       opt4store::AddGetCommand(&app),
       opt4store::AddInspectCommand(&app),
       opt4store::AddVerifyCommand(&app),
+      opt4store::AddRepairCommand(&app),
       opt4store::AddCompactCommand(&app),
       opt4store::AddClearCommand(&app),
       opt4store::AddStatsCommand(&app),

@@ -1,6 +1,8 @@
 // opt4store verify: re-reads every record of the disk tier and checks it
-// (CRC32C, header, id), then lists each one that fails. Nothing is changed:
-// a corrupt record stays until a read meets it (and drops it) or compaction.
+// (CRC32C, header, id), then lists each one that fails, and each record an
+// open had to drop (its segment file deleted or cut short). Nothing is
+// changed: a corrupt record stays until a read meets it (and drops it) or
+// compaction; a lost one is listed until a Put stores it again or repair.
 #include <memory>
 #include <string>
 #include <utility>
@@ -30,7 +32,9 @@ std::string ReportJson(const StoreVerifyReport& report) {
   nlohmann::ordered_json json;
   json["records_checked"] = report.records_checked;
   json["bytes_checked"] = report.bytes_checked;
-  json["corrupt"] = report.bad.size();
+  json["corrupt"] = report.bad.size() - report.lost - report.orphaned;
+  json["lost"] = report.lost;
+  json["orphaned"] = report.orphaned;
   json["bad"] = nlohmann::ordered_json::array();
   for (const StoreVerifyReport::Bad& bad : report.bad) {
     json["bad"].push_back(
@@ -41,8 +45,10 @@ std::string ReportJson(const StoreVerifyReport& report) {
 
 std::string ReportText(const std::string& path, const StoreVerifyReport& report) {
   std::string out = "verified " + path + ": " + Plural(report.records_checked, "record") + ", " +
-                    FormatSize(report.bytes_checked) + ", " + std::to_string(report.bad.size()) +
-                    " corrupt\n";
+                    FormatSize(report.bytes_checked) + ", " +
+                    std::to_string(report.bad.size() - report.lost - report.orphaned) +
+                    " corrupt, " + std::to_string(report.lost) + " lost, " +
+                    std::to_string(report.orphaned) + " orphaned\n";
   if (report.bad.empty()) return out;
   TextTable table({"id", "where", "reason"});
   for (const StoreVerifyReport::Bad& bad : report.bad) {
@@ -69,9 +75,19 @@ Status RunVerify(const VerifyCommandOptions& o) {
     ids += (i ? ", " : "") + std::to_string(report.bad[i].id);
   }
   if (report.bad.size() > kIdsInMessage) ids += ", ...";
-  return Status::Corruption(std::to_string(report.bad.size()) + " of " +
-                            Plural(report.records_checked, "record") + " in " + o.path +
-                            " are corrupt (ids " + ids + "); reads of them miss");
+  const uint64_t corrupt = report.bad.size() - report.lost - report.orphaned;
+  std::string what = std::to_string(corrupt) + " of " + Plural(report.records_checked, "record") +
+                     " in " + o.path + " are corrupt";
+  if (report.lost > 0) {
+    what += ", " + Plural(report.lost, "record") + " were lost at an open (a segment file " +
+            "deleted or cut short)";
+  }
+  if (report.orphaned > 0) {
+    what += ", " + Plural(report.orphaned, "record") + " newer than the indexed version are " +
+            "not indexed (orphaned)";
+  }
+  return Status::Corruption(what + " (ids " + ids + "); reads of them miss; 'opt4store repair " +
+                            o.path + "' rebuilds the index from what the segments hold");
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <liburing.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -19,6 +21,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <string>
+#include <vector>
 
 namespace opt4store {
 
@@ -304,17 +308,137 @@ class PosixReadQueue final : public ReadQueue {
   std::deque<ReadRequest*> pending_;  // pread mode only
 };
 
+// The LOCK descriptors this process holds. flock belongs to the open file
+// description, which fork() shares with the child: a DataLoader worker that
+// outlived a killed owner would keep the store locked, and every later open
+// would get Busy naming a dead pid. So a forked child closes its copies at
+// once (pthread_atfork); the parent's lock is untouched, since the lock
+// goes only when the last descriptor of the description does. O_CLOEXEC
+// covers exec. The mutex keeps fork() out of the middle of a register.
+class HeldLocks {
+ public:
+  static HeldLocks* Get() {
+    static HeldLocks* held = [] {
+      auto* h = new HeldLocks();
+      pthread_atfork(&Prepare, &Parent, &Child);
+      return h;
+    }();
+    return held;
+  }
+  void Add(int fd) {
+    pthread_mutex_lock(&mu_);
+    fds_.push_back(fd);
+    pthread_mutex_unlock(&mu_);
+  }
+  void Remove(int fd) {
+    pthread_mutex_lock(&mu_);
+    fds_.erase(std::remove(fds_.begin(), fds_.end(), fd), fds_.end());
+    pthread_mutex_unlock(&mu_);
+  }
+
+ private:
+  static void Prepare() { pthread_mutex_lock(&Get()->mu_); }
+  static void Parent() { pthread_mutex_unlock(&Get()->mu_); }
+  // In the child: one thread, and only async-signal-safe calls (close).
+  static void Child() {
+    HeldLocks* h = Get();
+    for (int fd : h->fds_) close(fd);
+    h->fds_.clear();
+    pthread_mutex_unlock(&h->mu_);
+  }
+
+  pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;
+  std::vector<int> fds_;
+};
+
 class PosixFileLock final : public FileLock {
  public:
-  explicit PosixFileLock(int fd) : fd_(fd) {}
+  explicit PosixFileLock(int fd) : fd_(fd), pid_(getpid()) { HeldLocks::Get()->Add(fd); }
   ~PosixFileLock() override {
+    // In a forked child the descriptor was closed at the fork, and its
+    // number may name another file by now.
+    if (getpid() != pid_) return;
+    HeldLocks::Get()->Remove(fd_);
     flock(fd_, LOCK_UN);
     close(fd_);
   }
 
  private:
   const int fd_;
+  const pid_t pid_;
 };
+
+// A zombie (dead, not yet reaped) holds nothing: not alive here.
+bool ProcessAlive(long pid) {
+  if (pid <= 0 || (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM)) return false;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return true;
+  char line[512] = {0};
+  const bool got = std::fgets(line, sizeof(line), f) != nullptr;
+  std::fclose(f);
+  const char* paren = got ? std::strrchr(line, ')') : nullptr;  // the name may hold spaces
+  return paren == nullptr || paren[1] == '\0' || paren[2] != 'Z';
+}
+
+// The processes with a descriptor open on the file (dev, ino), found in
+// /proc/*/fd; those whose descriptors cannot be read (another user's) are
+// missed. Only for the Busy message.
+std::vector<long> ProcessesWithFileOpen(dev_t dev, ino_t ino) {
+  std::vector<long> out;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* p = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(p->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    const std::string fd_dir = std::string("/proc/") + p->d_name + "/fd";
+    DIR* fds = opendir(fd_dir.c_str());
+    if (fds == nullptr) continue;
+    while (dirent* f = readdir(fds)) {
+      struct stat st;
+      if (f->d_name[0] == '.' || stat((fd_dir + "/" + f->d_name).c_str(), &st) != 0) continue;
+      if (st.st_dev == dev && st.st_ino == ino) {
+        out.push_back(pid);
+        break;
+      }
+    }
+    closedir(fds);
+  }
+  closedir(proc);
+  return out;
+}
+
+// Who holds the LOCK at path, for the Busy message: live processes only.
+// recorded: the pid the holder wrote into the file, named only while that
+// process lives (a pid may be reused, so /proc must agree when it can).
+// *live: false when no live holder was found.
+std::string DescribeLockHolder(const std::string& path, long recorded, bool* live) {
+  struct stat st;
+  std::vector<long> holders;
+  if (stat(path.c_str(), &st) == 0) holders = ProcessesWithFileOpen(st.st_dev, st.st_ino);
+  const bool recorded_holds =
+      recorded > 0 && (std::find(holders.begin(), holders.end(), recorded) != holders.end() ||
+                       (holders.empty() && ProcessAlive(recorded)));
+  *live = true;
+  if (recorded_holds) {
+    std::string who = "pid " + std::to_string(recorded);
+    if (recorded == static_cast<long>(getpid())) who += " (this process: the store is already open)";
+    return who;
+  }
+  std::string who;
+  for (long pid : holders) who += (who.empty() ? "pid " : ", pid ") + std::to_string(pid);
+  if (!who.empty()) return who;
+  *live = recorded <= 0;  // no pid yet: a holder that is still starting
+  return recorded > 0 ? "another process (the one that took it has exited)"
+                      : "another process (pid not yet written)";
+}
+
+// How long LockFile waits for a lock whose holder has died: the kernel
+// drops a killed process's lock a moment after its parent has reaped it.
+constexpr int kDeadHolderWaitMs = 2000;
+constexpr int kDeadHolderPollMs = 10;
 
 class PosixEnv final : public Env {
  public:
@@ -391,9 +515,11 @@ class PosixEnv final : public Env {
   }
 
   Status LockFile(const std::string& path, std::unique_ptr<FileLock>* lock) override {
-    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return Status::FromErrno("open " + path, errno);
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int fd = -1;
+    for (int waited_ms = 0;; waited_ms += kDeadHolderPollMs) {
+      fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) return Status::FromErrno("open " + path, errno);
+      if (flock(fd, LOCK_EX | LOCK_NB) == 0) break;
       const int err = errno;
       if (err != EWOULDBLOCK) {
         close(fd);
@@ -401,11 +527,14 @@ class PosixEnv final : public Env {
       }
       char buf[32] = {0};
       const ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-      close(fd);
+      close(fd);  // before the holders are looked up: not one of them
       const long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
-      std::string holder = pid > 0 ? "pid " + std::to_string(pid) : "another process (pid not yet written)";
-      if (pid == static_cast<long>(getpid())) holder += " (this process: the store is already open)";
-      return Status::Busy("lock file " + path + " is held by " + holder);
+      bool live = true;
+      const std::string who = DescribeLockHolder(path, pid, &live);
+      if (live || waited_ms >= kDeadHolderWaitMs) {
+        return Status::Busy("lock file " + path + " is held by " + who);
+      }
+      usleep(kDeadHolderPollMs * 1000);
     }
     // Ours now: record who holds it, for the next opener's message.
     const std::string pid = std::to_string(getpid()) + "\n";

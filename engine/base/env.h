@@ -185,7 +185,10 @@ class Env {
   // Takes an exclusive flock(LOCK_EX | LOCK_NB) on path (created if missing)
   // and writes this process's pid into it. The lock belongs to this open:
   // a second LockFile on the same path fails even in the same process.
-  // Returns: OK, Busy (names the file and the holder's pid), IOError.
+  // It dies with the process that took it: a forked child closes its copy
+  // of the descriptor at the fork, exec closes it too. A lock that no live
+  // process holds (its holder just died) is waited for, up to 2 s.
+  // Returns: OK, Busy (names the file and the live holder's pid), IOError.
   virtual Status LockFile(const std::string& path, std::unique_ptr<FileLock>* lock) = 0;
 };
 

@@ -1,5 +1,7 @@
 // Store: the facade over Store::Impl (store_impl.h maps the rest), the
 // owner's admin calls.
+#include <unistd.h>
+
 #include <algorithm>
 #include <string>
 
@@ -105,6 +107,8 @@ Status Store::Impl::Verify(StoreVerifyReport* report) {
   Status s = disk_->Verify(&r);
   report->records_checked = r.records_checked;
   report->bytes_checked = r.bytes_checked;
+  report->lost = r.lost;
+  report->orphaned = r.orphaned;
   for (const VerifyReport::Bad& b : r.bad) {
     report->bad.push_back({b.id, b.segment + " @" + std::to_string(b.offset), b.status});
   }
@@ -198,6 +202,39 @@ Status Store::Open(const StoreOptions& options, const std::string& path,
   OPT4STORE_RETURN_IF_ERROR(impl->OpenOwner(options, path));
   store->reset(new Store(std::move(impl)));
   return Status::OK();
+}
+
+Status Store::Repair(const StoreOptions& options, const std::string& path,
+                     StoreRepairReport* report) {
+  *report = StoreRepairReport();
+  if (path.empty() || access(path.c_str(), F_OK) != 0) return Status::NotFound("no store at " + path);
+  DiskTierOptions d;
+  d.env = options.env;
+  DiskRepairReport r;
+  OPT4STORE_RETURN_IF_ERROR(DiskTier::Repair(d, path, &r));
+  report->segments = r.segments;
+  report->records = r.records;
+  report->older_versions = r.older_versions;
+  report->damaged_bytes = r.damaged_bytes;
+  report->lost = std::move(r.lost);
+  report->index_salvage = std::move(r.index_salvage);
+  report->manifest_found = r.metadata_keys > 0;
+  // The manifest: an admin open reads it, or writes a new one from the
+  // dataset size and budget given.
+  StoreOptions o = options;
+  o.disk_only = true;
+  o.create_if_missing = false;
+  std::unique_ptr<Store> store;
+  Status s = Open(o, path, &store);
+  if (!s.ok() && !(options.dataset_size && options.disk) && !report->manifest_found) {
+    return Status::Corruption("the index of " + path + " was rebuilt (" +
+                              std::to_string(report->records) +
+                              " records), but the store's manifest (settings, plan, cursor) "
+                              "was lost with the old index: give the dataset size and the disk "
+                              "budget to write a new one (" + s.message() + ")");
+  }
+  OPT4STORE_RETURN_IF_ERROR(s);
+  return store->Close();
 }
 
 Status Store::Attach(const std::string& handle, std::unique_ptr<Store>* store) {

@@ -256,7 +256,10 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
   if (options.dataset_size) dataset_size_ = *options.dataset_size;
 
   const bool explicit_no_disk = options.disk && *options.disk == 0;
-  const bool exists_on_disk = !path.empty() && FileExists(path + "/index/CURRENT");
+  // A store whose index is damaged exists all the same: the disk tier
+  // refuses it with Corruption naming `opt4store repair`, never a new one.
+  const bool exists_on_disk =
+      !path.empty() && (FileExists(path + "/index") || FileExists(path + "/segments"));
   if (explicit_no_disk && disk_only_) {
     return Status::InvalidArgument("disk_only needs a disk tier (disk > 0)");
   }

@@ -2,6 +2,7 @@
 messages that say what is wrong."""
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -163,3 +164,34 @@ def test_plan_beyond_the_dataset(store_path):
         assert "30" in str(e.value)
     finally:
         store.close()
+
+
+OWNER_THAT_FORKS = r"""
+import os, sys, time
+import opt4store
+from o4s_testlib import UniformDataset
+store = opt4store.Store(sys.argv[1], ram_items=10, disk="16MiB")
+opt4store.CachedDataset(UniformDataset(100), store)[1]
+child = os.fork()  # what a DataLoader does for each worker
+if child == 0:
+    time.sleep(60)
+    os._exit(0)
+print(child, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_forked_child_of_a_killed_owner_does_not_lock_the_store(store_path):
+    owner = subprocess.Popen([sys.executable, "-c", OWNER_THAT_FORKS, os.fspath(store_path)],
+                             stdout=subprocess.PIPE, text=True, env=child_env())
+    child = int(owner.stdout.readline())
+    try:
+        owner.kill()  # SIGKILL: no close, no cleanup
+        owner.wait(timeout=60)
+        os.kill(child, 0)  # the orphan still lives
+        store = opt4store.Store(store_path, ram_items=10, disk="16MiB")
+        assert store.is_open
+        os.kill(child, 0)
+        store.close()
+    finally:
+        os.kill(child, signal.SIGKILL)

@@ -109,12 +109,25 @@ struct StoreInfo {
 struct StoreVerifyReport {
   uint64_t records_checked = 0;
   uint64_t bytes_checked = 0;
+  uint64_t lost = 0;  // of bad: records an open dropped (segment deleted or cut short)
+  uint64_t orphaned = 0;  // of bad: valid records newer than the indexed version of their id
   struct Bad {
     ItemId id = 0;
     std::string where;  // segment file and offset
     Status status;
   };
   std::vector<Bad> bad;
+};
+
+// What Repair did.
+struct StoreRepairReport {
+  uint64_t segments = 0;        // segment files scanned
+  uint64_t records = 0;         // records indexed: the newest valid one of each id
+  uint64_t older_versions = 0;  // valid records replaced by a newer one of the same id
+  uint64_t damaged_bytes = 0;   // segment bytes in no valid record
+  std::vector<ItemId> lost;     // ids the old index knew that no segment holds
+  std::string index_salvage;    // what failed while salvaging the old index ("" if nothing)
+  bool manifest_found = false;  // the settings, plan and cursor survived in the old index
 };
 
 class Store {
@@ -127,6 +140,18 @@ class Store {
   // NotFound without create_if_missing; Corruption; IOError.
   static Status Open(const StoreOptions& options, const std::string& path,
                      std::unique_ptr<Store>* store);
+
+  // Rebuilds the disk tier's index from its segment files, for a store whose
+  // Open fails with Corruption naming `opt4store repair`, or whose Verify
+  // lists records lost at an open (see tiers/disk_tier.h, DiskTier::Repair).
+  // The manifest lives beside the index: what RocksDB can salvage of it is
+  // kept. When it is gone, options.dataset_size and options.disk write a new
+  // one; without them Repair rebuilds the index all the same and returns
+  // Corruption saying what to give. Only the process that would own the
+  // store may repair it: Busy while another has it open.
+  // Returns: OK, NotFound (no store at path), Busy, Corruption, IOError.
+  static Status Repair(const StoreOptions& options, const std::string& path,
+                       StoreRepairReport* report);
 
   // Joins a store opened by another process as a reader (a spawned
   // DataLoader worker), by the owner's handle().
@@ -218,8 +243,9 @@ class Store {
   Status Flush();
   // Rewrites sparse disk segments. Returns OK, NoSpace, IOError.
   Status Compact();
-  // Re-reads and checks every disk record. Returns Corruption when any
-  // failed (listed in *report).
+  // Re-reads and checks every disk record, and lists the records an open
+  // had to drop. Returns Corruption when any failed or was lost (listed in
+  // *report).
   Status Verify(StoreVerifyReport* report);
   Status Inspect(StoreInfo* info);
 
