@@ -90,6 +90,18 @@ Status DiskTier::Impl::DamagedIndex(const std::string& why) const {
                             "' to rebuild it from the segment files");
 }
 
+Status DiskTier::Impl::SegmentNumbers(std::vector<uint32_t>* numbers) const {
+  numbers->clear();
+  std::vector<std::string> names;
+  OPT4STORE_RETURN_IF_ERROR(env_->GetChildren(segment_dir_, &names));
+  for (const std::string& name : names) {
+    uint32_t number;
+    if (ParseSegmentName(name, &number)) numbers->push_back(number);
+  }
+  std::sort(numbers->begin(), numbers->end());
+  return Status::OK();
+}
+
 Status DiskTier::Impl::SegmentsHoldRecords(bool* any) {
   *any = false;
   std::vector<std::string> names;
@@ -143,14 +155,8 @@ Status DiskTier::Impl::Recover() {
   segments_.emplace_back();  // slot 0: "not stored"
 
   // Segment files on disk.
-  std::vector<std::string> names;
-  OPT4STORE_RETURN_IF_ERROR(env_->GetChildren(segment_dir_, &names));
   std::vector<uint32_t> numbers;
-  for (const std::string& name : names) {
-    uint32_t number;
-    if (ParseSegmentName(name, &number)) numbers.push_back(number);
-  }
-  std::sort(numbers.begin(), numbers.end());
+  OPT4STORE_RETURN_IF_ERROR(SegmentNumbers(&numbers));
   if (numbers.size() >= DiskIndex::kMaxSlots) {
     return Status::NotSupported("too many segment files in " + segment_dir_);
   }

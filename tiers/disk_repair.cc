@@ -128,14 +128,8 @@ Status DiskTier::Impl::Repair(DiskRepairReport* report) {
   report->metadata_keys = metadata_keys;
 
   // Every segment, oldest first: the newest valid record of each id wins.
-  std::vector<std::string> names;
-  OPT4STORE_RETURN_IF_ERROR(env_->GetChildren(segment_dir_, &names));
   std::vector<uint32_t> numbers;
-  for (const std::string& name : names) {
-    uint32_t number;
-    if (ParseSegmentName(name, &number)) numbers.push_back(number);
-  }
-  std::sort(numbers.begin(), numbers.end());
+  OPT4STORE_RETURN_IF_ERROR(SegmentNumbers(&numbers));
   std::unordered_map<ItemId, IndexValue> newest;
   std::vector<std::pair<uint32_t, uint64_t>> watermarks;
   uint64_t max_seq = 0;

@@ -135,6 +135,8 @@ class DiskTier::Impl {
   Status CheckIndexBeforeOpen(bool* create);
   // True when a segment file holds any bytes.
   Status SegmentsHoldRecords(bool* any);
+  // The numbers of the segment files on disk, in increasing order.
+  Status SegmentNumbers(std::vector<uint32_t>* numbers) const;
   // Corruption: the index is damaged (why), with what to run.
   Status DamagedIndex(const std::string& why) const;
   Status Recover();

@@ -158,8 +158,8 @@ class PlannedSampler(torch.utils.data.Sampler):
         it before each epoch). The epoch the sampler is at (or resumes in,
         after load_state_dict) keeps its place; a later one starts at its
         beginning, and the epochs in between are never read (a bound store is
-        planned from there, as after load_state_dict). An epoch already begun cannot be read again: the
-        plan only goes forward."""
+        planned from there, as after load_state_dict). An epoch already begun
+        cannot be read again: the plan only goes forward."""
         if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
             raise TypeError(f"set_epoch: expected an int, got {type(epoch).__name__}")
         epoch = int(epoch)

@@ -401,3 +401,17 @@ Pair = collections.namedtuple("Pair", "image label")
 
 class Tagged(list):
     """A list subclass, to check that a stored structure keeps its type."""
+
+
+class IntIndexWrapper(torch.utils.data.Dataset):
+    """What users write: a Dataset around a CachedDataset that indexes it
+    with a plain int (``inner[int(i)]``), losing the PlannedIndex's position."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getitem__(self, i):
+        return self.inner[int(i)]

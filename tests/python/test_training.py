@@ -18,7 +18,7 @@ import torch.utils.data
 from PIL import Image
 
 import opt4store
-from o4s_testlib import child_env
+from o4s_testlib import IntIndexWrapper, child_env
 
 # build.sh installs Debian's python3-torchvision; a pip environment may lack it.
 torchvision = pytest.importorskip("torchvision", reason="torchvision is not installed")
@@ -61,19 +61,6 @@ class WithIndex(torch.utils.data.Dataset):
     def __getitem__(self, i):
         image, label = self.ds[int(i)]
         return image, label, int(i)
-
-
-class Wrapper(torch.utils.data.Dataset):
-    """A Dataset around the CachedDataset that indexes it with a plain int."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __len__(self):
-        return len(self.inner)
-
-    def __getitem__(self, i):
-        return self.inner[int(i)]
 
 
 def random_flip(sample):
@@ -162,8 +149,8 @@ def test_a_wrapper_dataset_under_torchs_dataloader(tmp_path):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     wrong = 0
     for _ in range(EPOCHS):
-        loader = torch.utils.data.DataLoader(Wrapper(ds), sampler=sampler, batch_size=BATCH,
-                                             drop_last=True, num_workers=2)
+        loader = torch.utils.data.DataLoader(IntIndexWrapper(ds), sampler=sampler,
+                                             batch_size=BATCH, drop_last=True, num_workers=2)
         for batch in loader:
             wrong += check_batch(batch, refs)
             step(model, optimizer, batch)

@@ -11,6 +11,7 @@ import torch
 import torch.utils.data
 
 import opt4store
+from o4s_testlib import IntIndexWrapper
 
 N = 60
 BATCH = 8  # 60 = 7 x 8 + 4: drop_last leaves 4 positions of each epoch unread
@@ -79,20 +80,6 @@ def test_a_loop_that_breaks_off_does_not_stall_the_next_epoch(tmp_path):
     store.close()
 
 
-class Wrapper(torch.utils.data.Dataset):
-    """What users write: a Dataset around the CachedDataset that indexes it
-    with a plain int, losing the PlannedIndex's position."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __len__(self):
-        return len(self.inner)
-
-    def __getitem__(self, i):
-        return self.inner[int(i)]
-
-
 def run_epochs(tmp_path, name, wrap, workers, n=400, epochs=3):
     store = opt4store.Store(tmp_path / name, ram_items=n // 3, disk=0)
     sampler = opt4store.PlannedSampler(
@@ -100,8 +87,9 @@ def run_epochs(tmp_path, name, wrap, workers, n=400, epochs=3):
         epochs=epochs)
     ds = opt4store.CachedDataset(Numbers(n), store, sampler)
     for _ in range(epochs):
-        for batch in torch.utils.data.DataLoader(Wrapper(ds) if wrap else ds, sampler=sampler,
-                                                 batch_size=16, num_workers=workers):
+        loader = torch.utils.data.DataLoader(IntIndexWrapper(ds) if wrap else ds,
+                                             sampler=sampler, batch_size=16, num_workers=workers)
+        for batch in loader:
             assert torch.equal(batch[:, 0:1].expand(-1, 32), batch)
     st = settle(store, abandoned=0)
     store.close()
