@@ -259,6 +259,15 @@ TEST_CASE("Residency: an epoch's unread positions are skipped once readers have 
     CHECK(tiers.skipped[0].first == 7);
     CHECK(tiers.skipped[0].second == ids[7]);
   }
+  SECTION("the sampler's new epoch: the tail before it is passed at once") {
+    for (uint64_t p = 0; p < 6; ++p) tiers.consumed[p] = ids[p];
+    r.AdvanceFrontier(6, 1000, 0);
+    CHECK(r.frontier() == 6);
+    r.AdvanceFrontier(6, 1000, 8);  // BeginEpoch(8): nothing was read there yet
+    CHECK(r.frontier() == 8);
+    CHECK(r.abandoned() == 2);
+    CHECK(tiers.skipped.size() == 2);
+  }
   SECTION("an unread position inside the epoch readers are in waits for its reader") {
     for (uint64_t p = 0; p < 8; ++p) {
       if (p != 5) tiers.consumed[p] = ids[p];

@@ -17,7 +17,8 @@ namespace opt4store {
 void Store::Impl::AdvanceFrontierLocked() {
   if (!residency_ || !residency_->has_plan()) return;
   ControlBlock::Header* h = ctl_->header();
-  residency_->AdvanceFrontier(h->high_water.load(std::memory_order_acquire), NowNs() / 1000000);
+  residency_->AdvanceFrontier(h->high_water.load(std::memory_order_acquire), NowNs() / 1000000,
+                              h->epoch_start.load(std::memory_order_acquire));
   h->frontier.store(residency_->frontier(), std::memory_order_release);
 }
 

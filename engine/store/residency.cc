@@ -183,7 +183,7 @@ bool Residency::EpochLeft(uint64_t position, uint64_t high_water, int64_t now_ms
   return now_ms - left_at_ms_ >= options_.epoch_grace_ms;
 }
 
-void Residency::AdvanceFrontier(uint64_t high_water, int64_t now_ms) {
+void Residency::AdvanceFrontier(uint64_t high_water, int64_t now_ms, uint64_t epoch_start) {
   if (!has_plan()) return;
   const uint64_t abandon_lag = options_.ring_slots / 2;
   // Readers far ahead of the planner: plan up to them so they can be passed.
@@ -202,7 +202,7 @@ void Residency::AdvanceFrontier(uint64_t high_water, int64_t now_ms) {
         ++drift_;
         tiers_->Drifted(frontier_, planned_id, got);
       }
-    } else if (high_water > frontier_ + abandon_lag ||
+    } else if (frontier_ < epoch_start || high_water > frontier_ + abandon_lag ||
                EpochLeft(frontier_, high_water, now_ms)) {
       ++abandoned_;
       tiers_->Skipped(frontier_, SlotAt(frontier_).id);

@@ -134,10 +134,12 @@ class Residency {
   // high_water) are already past it by prefetch_depth.
   void PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_water);
   // Moves the frontier over consumed positions, and over positions nobody
-  // will read: readers left them behind by ring_slots / 2, or read in a
-  // later epoch for epoch_grace_ms (now_ms: a monotonic clock). Releases
-  // their reads; readers waiting for a skipped position's Put are answered.
-  void AdvanceFrontier(uint64_t high_water, int64_t now_ms);
+  // will read: below epoch_start (where the sampler began its latest epoch:
+  // epochs run one after another), left behind by ring_slots / 2, or in an
+  // epoch readers left epoch_grace_ms ago (now_ms: a monotonic clock).
+  // Releases their reads; readers waiting for a skipped position's Put are
+  // answered.
+  void AdvanceFrontier(uint64_t high_water, int64_t now_ms, uint64_t epoch_start = 0);
 
   // ---- decisions
   // Whether id belongs in RAM now.
