@@ -207,7 +207,7 @@ bool Store::Impl::DrainWrites() {
       if (writes_.empty()) break;
       w = &writes_.front();  // push_back leaves references to it valid
     }
-    WriteThrough(w->id, w->meta, w->payload);
+    WriteThrough(w->id, w->meta, w->payload).PermitUncheckedError();  // counted and warned
     MutexLock lock(&write_mu_);
     write_bytes_ -= w->meta.size() + w->payload.size();
     write_ids_.erase(w->id);
@@ -246,18 +246,19 @@ void Store::Impl::StopPlanner() {
   planner_ = nullptr;
 }
 
-void Store::Impl::WriteThrough(ItemId id, std::string_view meta, std::string_view payload) {
-  if (!disk_ || ctl_->OnDisk(id)) return;
+Status Store::Impl::WriteThrough(ItemId id, std::string_view meta, std::string_view payload) {
+  if (!disk_ || ctl_->OnDisk(id)) return Status::OK();
   std::vector<ItemId> evicted;
   Status s = disk_->Put(id, meta, payload, &evicted);
   for (ItemId v : evicted) ctl_->SetOnDisk(v, false);
   if (s.ok()) {
     ctl_->SetOnDisk(id, true);
-    return;
+    return s;
   }
   disk_put_errors_.fetch_add(1, std::memory_order_relaxed);
   Warn(kWarnDiskFull, "the disk tier refused a write (" + s.ToString() +
                           "); the store keeps serving from RAM and the source");
+  return s;
 }
 
 Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta,
@@ -279,9 +280,12 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
     }
   }
   if (!disk_ || ctl_->OnDisk(id)) return Status::OK();
-  if (!on_planner) {
+  const bool every = effective_.sync == StoreOptions::SyncMode::kEveryPut;
+  if (!on_planner && !every) {
     // The reader's thread only copies; the planner thread writes. Past the
     // bound (the disk is slower than the source), the reader writes itself.
+    // With sync="every" the Put returns only once its record is durable, so
+    // it writes (and syncs) here.
     MutexLock lock(&write_mu_);
     if (write_bytes_ + size <= kMaxPendingWriteBytes && planner_ != nullptr) {
       if (write_ids_.insert(id).second) {
@@ -291,7 +295,9 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
       return Status::OK();
     }
   }
-  WriteThrough(id, meta, payload);
+  Status written = WriteThrough(id, meta, payload);
+  if (every && !on_planner) return written;
+  written.PermitUncheckedError();  // counted and warned about
   return Status::OK();
 }
 

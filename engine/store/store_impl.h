@@ -118,7 +118,9 @@ class Store::Impl : private ResidencyTiers {
   // leaves that write to the planner thread (see writes_).
   Status OwnerPut(uint64_t position, ItemId id, std::string_view meta, std::string_view payload,
                   bool on_planner);
-  void WriteThrough(ItemId id, std::string_view meta, std::string_view payload);
+  // Puts to the disk tier unless it holds id; a refusal is counted and
+  // warned about, and returned.
+  Status WriteThrough(ItemId id, std::string_view meta, std::string_view payload);
   // Writes the values readers Put to the disk tier; false when none waited.
   bool DrainWrites() EXCLUDES(drain_mu_, write_mu_);
   // A value still in writes_: copied into *sink, *found set.
