@@ -281,7 +281,6 @@ class PyStore {
   }
 
   uint64_t ResumePosition() { return Checked()->ResumePosition(); }
-  uint64_t Frontier() { return Checked()->Frontier(); }
   void BeginEpoch(uint64_t position) { Checked()->BeginEpoch(position); }
   uint64_t ReadingFrom() { return Checked()->ReadingFrom(); }
   bool FirstWarning(uint32_t kind) { return Checked()->FirstWarning(kind); }
@@ -433,7 +432,6 @@ PYBIND11_MODULE(_core, m) {
           py::arg("indices"))
       .def("stats", &PyStore::Stats)
       .def("resume_position", &PyStore::ResumePosition)
-      .def("frontier", &PyStore::Frontier)
       .def("begin_epoch", &PyStore::BeginEpoch, py::arg("position"))
       .def("reading_from", &PyStore::ReadingFrom)
       .def("first_warning", &PyStore::FirstWarning, py::arg("kind"))

@@ -185,8 +185,8 @@ class Store:
         positions = np.asarray(positions, dtype=np.uint64)
         results = self._core.get_batch(positions, np.asarray(indices, dtype=np.int64))
         planned = positions[positions != NO_POSITION]
-        if len(planned) and int(planned.max()) > self._read_to:
-            self._read_to = int(planned.max())
+        if len(planned):
+            self._read_to = max(self._read_to, int(planned.max()))
         return [r if r is None or type(r) is torch.Tensor else _values.decode(r) for r in results]
 
     def read_into(self, positions, indices, rows, meta, payload_bytes, offsets, leaves):
@@ -214,12 +214,6 @@ class Store:
         Store object with get or get_batch (-1: none): a PlannedSampler
         checks with it that the indices it handed out were read here."""
         return self._read_to
-
-    def frontier(self):
-        """The readers' frontier: the lowest plan position not yet read (as
-        ``stats()["position"]``, without collecting the other counters);
-        NO_POSITION without a plan."""
-        return self._require_open().frontier()
 
     def begin_epoch(self, position):
         """A sampler began handing out an epoch at plan ``position`` (a
