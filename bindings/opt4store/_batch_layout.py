@@ -171,6 +171,17 @@ def shared_slots(layout, rows, count):
     return slots
 
 
+def slots_for(layout, rows):
+    """The kept SharedSlots for this layout and batch size, or None. A batch
+    with no job may borrow one of its free slots: a later loader over the
+    same data then writes into memory that the workers' epoch has paged in
+    already, instead of page-faulting fresh batches."""
+    for (meta, slot_rows, _), slots in _slot_cache.items():
+        if meta == layout.meta and slot_rows == rows:
+            return slots
+    return None
+
+
 class SharedSlots:
     """Batch tensors in shared memory (one per leaf per slot) that workers
     write rows into. A slot is taken for one batch's job and given back when
@@ -217,6 +228,14 @@ class SharedSlots:
 
     def give_back(self, k):
         self.busy.discard(k)
+
+    def borrow(self, rows):
+        """A free slot's first `rows` rows as batch tensors (see lend), or
+        None when every slot is busy or held; never grows."""
+        for k in range(len(self.tensors)):
+            if k not in self.busy and not self.held(k):
+                return self.lend(k, rows)
+        return None
 
     def lend(self, k, rows):
         """Slot k's first `rows` rows as batch tensors that keep it held."""

@@ -414,7 +414,7 @@ class DataLoader:
                     _batch_layout.copy_rows(leaf, written, src)
             self._job_list.done(number)
         else:
-            leaves = layout.empty(rows, pin)
+            leaves = self._idle_slot(layout, rows, filler, pin) or layout.empty(rows, pin)
         if first is not None and ds.transform is None:
             if not layout.write_row(leaves, 0, first):
                 other[0] = first
@@ -444,6 +444,18 @@ class DataLoader:
         if other:
             return self._collate_rows(leaves, layout, other, positions, indices)
         return layout.nest(leaves)
+
+    def _idle_slot(self, layout, rows, filler, pin):
+        """With no workers running, a batch with no job is read into a free
+        shared slot (paged in by an earlier epoch's workers) rather than into
+        a new pool batch, which would page-fault every byte once."""
+        if filler is not None or pin:
+            return None
+        slots = self._slots if self._slots is not None else \
+            _batch_layout.slots_for(layout, self._batch_rows())
+        if slots is None or slots.layout.meta != layout.meta:
+            return None
+        return slots.borrow(rows)
 
     def _collate_rows(self, leaves, layout, other, positions, indices):
         """A batch with rows of another layout: every row as a value, collated."""

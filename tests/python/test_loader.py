@@ -241,13 +241,15 @@ def doubled(value):
     return value[0].float() * 2, value[1]
 
 
-@pytest.mark.parametrize("num_workers, transform, ram_items", [
-    (0, None, N), (2, None, N // 3), (2, doubled, N)])
-def test_kept_batches_and_views_stay_right(tmp_path, num_workers, transform, ram_items):
+@pytest.mark.parametrize("workers, transform, ram_items", [
+    ((0, 0, 0), None, N), ((2, 2, 2), None, N // 3), ((2, 2, 2), doubled, N),
+    ((2, 0, 0), None, N)])
+def test_kept_batches_and_views_stay_right(tmp_path, workers, transform, ram_items):
     """Batch memory is reused only when nothing references it: neither the
     batch, nor a view of it kept by the loop. With workers, batches are the
     workers' shared slots lent out (every batch with a transform; the misses'
-    batches without); kept ones must never be written again."""
+    batches without); kept ones must never be written again. After a
+    workers' epoch, all-hit batches borrow those slots (2, 0, 0)."""
     store, sampler, ds = cached(tmp_path, "s", pair_sample, epochs=3, ram_items=ram_items,
                                 transform=transform)
     views, kept = [], []
@@ -259,7 +261,7 @@ def test_kept_batches_and_views_stay_right(tmp_path, num_workers, transform, ram
 
     for epoch in range(3):
         for k, (images, labels) in enumerate(opt4store.DataLoader(
-                ds, sampler=sampler, batch_size=8, num_workers=num_workers)):
+                ds, sampler=sampler, batch_size=8, num_workers=workers[epoch])):
             ids = sampler.plan[epoch * N + k * 8:epoch * N + min((k + 1) * 8, N)]
             assert_same(images, expected(ids))
             views.append((images[1:3], ids[1:3]))  # a view: the batch itself is dropped
