@@ -171,6 +171,23 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
     if (last != kNoPosition) SyncPlanning(last);
   }
   SharedCounters& c = ctl_->counters();
+  // The batch's RAM hits first, copied on the helpers as well as here
+  // (copy_helpers.h); the rest takes the path below, with its waits. Only
+  // items the tier holds are tried, so a miss is counted once.
+  std::vector<char> hit(n, 0);
+  if (n >= CopyHelpers::kMinParallel) {
+    copy_helpers_.Run(n, [&](size_t i) {
+      if (done[i] || !ram_->Contains(ids[i])) return;
+      bool found = false;
+      Status s = ReadRam(ids[i], sinks[i], &found);
+      if (!s.ok()) {
+        statuses[i] = s;
+        done[i] = 1;
+      } else if (found) {
+        hit[i] = 1;
+      }
+    });
+  }
   // After the owner closed, nobody answers fetches or Puts: never wait.
   const bool owner_gone =
       !owner && ctl_->header()->owner_closed.load(std::memory_order_acquire) != 0;
@@ -178,6 +195,10 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
   std::vector<uint64_t> versions;
   for (size_t i = 0; i < n; ++i) {
     if (done[i]) continue;
+    if (hit[i]) {
+      where[i] = GetSource::kRam;
+      continue;
+    }
     bool found = false;
     bool try_disk = false;
     statuses[i] = LookupRam(ids[i], sinks[i], &found);

@@ -38,6 +38,7 @@
 
 #include "engine/base/mutex.h"
 #include "engine/store/control_block.h"
+#include "engine/store/copy_helpers.h"
 #include "engine/store/manifest.h"
 #include "engine/store/residency.h"
 #include "opt4store/store.h"
@@ -185,6 +186,8 @@ class Store::Impl : private ResidencyTiers {
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<SharedQueue> queue_;
   std::unique_ptr<ControlBlock> ctl_;
+
+  CopyHelpers copy_helpers_{CopyHelpers::DefaultCount()};  // GetBatch's RAM-hit copies
 
   std::atomic<uint64_t> total_positions_{0};
   std::atomic<bool> closed_{false};
