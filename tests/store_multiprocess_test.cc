@@ -549,8 +549,8 @@ TEST_CASE(
   StoreOptions o;
   o.shm_prefix = scratch.prefix();
   o.plan = ShufflePlan(n, 10, 3);
-  o.ram = 1 * kMiB;
-  o.staging = 1 * kMiB;
+  o.ram = 2 * kMiB;
+  o.staging = 1 * kMiB;  // inside ram: the policy gets 1 MiB
   o.disk = 4 * kMiB;  // the disk tier must evict and compact
   o.queue_bytes = 8 * kMiB;
   std::vector<ItemId> ids;

@@ -130,8 +130,20 @@ Status Store::Impl::ResolveOptions(const StoreOptions& o, bool exists) {
                                    " is over the limit " +
                                    std::to_string(ControlBlock::kRingSize / 4));
   }
-  if (!o.staging && (!exists || m.staging == 0)) {
-    m.staging = std::max(kMinStagingBytes, m.ram / 8);
+  // Staging is part of ram= (a byte budget): the most decoded bytes the store
+  // holds in memory is ram=, prefetched items included; the policy gets the
+  // rest. Its default follows a ram= given at this open. With ram_items= the
+  // arena is sized in items and staging comes on top.
+  if (!o.staging && (!exists || m.staging == 0 || o.ram)) {
+    m.staging = m.ram_items ? std::max(kMinStagingBytes, m.ram / 8) : m.ram / 8;
+  }
+  if (!m.ram_items && m.staging >= m.ram && m.ram > 0) {
+    if (o.staging) {
+      return Status::InvalidArgument(where + "staging=" + std::to_string(m.staging) +
+                                     " bytes must be below ram=" + std::to_string(m.ram) +
+                                     " bytes: staging is part of ram");
+    }
+    m.staging = m.ram / 8;  // a saved staging= from a run with more ram=
   }
   effective_ = m;
   dataset_size_ = m.dataset_size;
@@ -200,13 +212,18 @@ Status Store::Impl::CreateShared() {
                                           std::min<uint64_t>(want, free_bytes / 2));
     r.reserve_memory = false;
   } else {
-    r.capacity_bytes = capacity + effective_.staging;
+    r.capacity_bytes = capacity;  // staging is inside ram=
   }
   Status s = RamTier::Create(r, &ram_);
   if (!s.ok()) {
-    return s.WithContext("RAM tier of ram=" + std::to_string(effective_.ram) +
-                         " bytes + staging=" + std::to_string(effective_.staging) +
-                         " bytes (lower ram= or staging=, or make /dev/shm larger)");
+    return s.WithContext(effective_.ram_items
+                             ? "RAM tier of ram_items=" + std::to_string(effective_.ram_items) +
+                                   " + staging=" + std::to_string(effective_.staging) +
+                                   " bytes (lower ram_items= or staging=, or make /dev/shm "
+                                   "larger)"
+                             : "RAM tier of ram=" + std::to_string(effective_.ram) +
+                                   " bytes, staging included (lower ram=, or make /dev/shm "
+                                   "larger)");
   }
   SharedQueueOptions q;
   q.capacity_bytes = options_.queue_bytes;
@@ -219,7 +236,7 @@ Status Store::Impl::CreateShared() {
   ResidencyOptions ro;
   ro.num_ids = dataset_size_;
   ro.ram_items = effective_.ram_items;
-  ro.ram = effective_.ram;
+  ro.ram = effective_.ram_items ? effective_.ram : effective_.ram - effective_.staging;
   ro.policy = effective_.policy;
   ro.prefetch_depth = effective_.prefetch_depth;
   ro.staging = effective_.staging;
@@ -240,8 +257,7 @@ Status Store::Impl::CreateShared() {
           residency->NoteSize(id, bytes);
         }));
   }
-  ctl_->gauges().ram_capacity.store(effective_.ram_items ? effective_.ram_items
-                                                         : effective_.ram);
+  ctl_->gauges().ram_capacity.store(effective_.ram_items ? effective_.ram_items : ro.ram);
   ctl_->gauges().ram_capacity_in_items.store(effective_.ram_items ? 1 : 0);
   return Status::OK();
 }

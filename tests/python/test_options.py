@@ -65,7 +65,7 @@ def test_settings_are_saved_and_reported_by_name(tmp_path, opt4store_cli):
     shows, key for key; a later open changes a setting and keeps the rest."""
     path = tmp_path / "store"
     data = [torch.full((8,), float(i)) for i in range(20)]
-    store = opt4store.Store(path, ram="1MiB", disk="16MiB", policy="lru", prefetch_depth=64,
+    store = opt4store.Store(path, ram="4MiB", disk="16MiB", policy="lru", prefetch_depth=64,
                             staging="2MiB", compression="none", sync="none")
     ds = opt4store.CachedDataset(data, store)
     assert torch.equal(ds[3], data[3])
@@ -80,7 +80,7 @@ def test_settings_are_saved_and_reported_by_name(tmp_path, opt4store_cli):
     assert [k for k in j if k in {f[0] for f in opt4store._core.setting_fields()}] == \
         [f[0] for f in opt4store._core.setting_fields()]
     assert (j["ram"], j["ram_items"], j["disk"], j["policy"], j["prefetch_depth"], j["staging"],
-            j["compression"], j["sync"]) == (1 << 20, 0, 16 << 20, "lru", 64, 2 << 20, "none", "none")
+            j["compression"], j["sync"]) == (4 << 20, 0, 16 << 20, "lru", 64, 2 << 20, "none", "none")
     assert j["tiers"]["disk_items"] == 1
 
     store = opt4store.Store(path, ram_items=5, sync="every")

@@ -117,3 +117,39 @@ def test_a_wrapper_that_loses_positions_in_workers_keeps_the_plans_hits(tmp_path
     assert wrapped["drift"] == 0, wrapped
     assert wrapped["position"] == planned["position"] == 3 * 400, (wrapped, planned)
     assert wrapped["ram_items"] <= wrapped["ram_capacity"], wrapped
+
+
+def test_ram_tier_bytes_stay_within_ram_prefetch_included(tmp_path):
+    """Staging is part of ram= (issue 14): with the disk tier prefetching,
+    drop_last's unread tails and workers, the RAM tier never holds more
+    than ram= bytes, and it does use the staging part."""
+    n = 200
+    ram = 256 * 1024  # about a third of the 4 KiB samples
+    store = opt4store.Store(tmp_path / "s", ram=ram, disk="16MiB")
+    sampler = opt4store.PlannedSampler(
+        torch.utils.data.RandomSampler(range(n), generator=torch.Generator().manual_seed(9)),
+        epochs=4)
+    ds = opt4store.CachedDataset(Wide(n), store, sampler)
+    st = store.stats()
+    assert st["ram_arena_bytes"] <= ram, st
+    assert st["ram_capacity"] == ram - ram // 8, st  # staging's default: ram/8
+    peak = 0
+    for epoch in range(4):
+        if epoch < 2:
+            loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=16,
+                                                 drop_last=True, num_workers=2)
+        else:
+            loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=16, num_workers=2)
+        for batch in loader:
+            assert torch.equal(batch[:, 0:1].expand(-1, batch.shape[1]), batch)
+            peak = max(peak, store.stats()["ram_bytes_used"])
+    st = store.stats()
+    assert st["prefetched"] > 0, st
+    assert peak <= ram, (peak, st)
+    assert peak > st["ram_capacity"], (peak, st)  # the staging part was used
+    store.close()
+
+
+class Wide(Numbers):
+    def __getitem__(self, i):
+        return torch.full((512,), int(i), dtype=torch.int64)

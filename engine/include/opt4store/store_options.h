@@ -54,9 +54,10 @@ enum class SyncMode { kOnFlush, kNone, kEveryPut };
     "RAM tier eviction policy: opt, opt-size, lru, lfu, fifo, random, static, none")             \
   X(prefetch_depth, uint64_t, kCount, "512",                                                     \
     "positions the planner runs ahead of the readers' frontier")                                 \
-  X(staging, uint64_t, kBytes, "max(64MiB, ram/8)",                                              \
-    "RAM beyond ram for items the readers ahead of the frontier still need (prefetched, or "     \
-    "kept for a lagging reader)")                                                                \
+  X(staging, uint64_t, kBytes, "ram/8",                                                          \
+    "the part of ram for items the readers ahead of the frontier still need (prefetched, or "    \
+    "kept for a lagging reader); the policy gets ram - staging. With ram_items: on top, "        \
+    "default max(64MiB, ram/8)")                                                                 \
   X(compression, Compression, kName, "auto", "disk tier values: auto (LZ4 where it saves >= 10%) " \
     "or none")                                                                                   \
   X(sync, SyncMode, kName, "flush", "when disk writes are durable: none, flush or every (Put)")

@@ -51,9 +51,10 @@
   X(cursor, uint64_t, total_positions, kCount, "positions in the plan; 0 without a plan")          \
   X(ram, uint64_t, ram_items, kCount, "items in the RAM tier")                                     \
   X(ram, uint64_t, ram_bytes_used, kBytes, "meta + payload bytes of those items")                  \
-  X(ram, uint64_t, ram_capacity, kCount, "the policy's capacity (ram or ram_items)")         \
+  X(ram, uint64_t, ram_capacity, kCount, "the policy's capacity: ram - staging, or ram_items")    \
   X(ram, bool, ram_capacity_in_items, kFlag, "ram_capacity counts items, not bytes")               \
-  X(ram, uint64_t, ram_arena_bytes, kBytes, "capacity + staging, as mapped")                       \
+  X(ram, uint64_t, ram_arena_bytes, kBytes, "as mapped: ram (staging inside); address space "     \
+    "with ram_items")                                                                             \
   X(ram, uint64_t, ram_bytes_per_item, kCount,                                                     \
     "fixed RAM per dataset id: shared table + owner state")                                        \
   X(disk, uint64_t, disk_items, kCount, "items in the disk tier")                                  \
