@@ -152,7 +152,7 @@ TEST_CASE("stats and inspect read a store in use, live, and change none of its f
     INFO(args[0]);
     CliResult r = Cli(dir, args);
     CheckFails(r);
-    CHECK(r.err.find("in use by pid " + std::to_string(getpid())) != std::string::npos);
+    CHECK(r.err.find("another process, pid " + std::to_string(getpid())) != std::string::npos);
   }
   CHECK(Snapshot(path) == before);
 

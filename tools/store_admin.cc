@@ -52,9 +52,10 @@ Status ExplainBusy(const std::string& path, const Status& busy) {
   // The store's message names the holder; say what to do about it.
   std::unique_ptr<LiveStore> live;
   if (LiveStore::Open(path, &live).ok()) {
-    return Status::Busy(busy.message() + "; the store is in use by pid " +
-                        std::to_string(live->owner_pid()) + " (stop it first; 'opt4store stats " +
-                        path + "' shows its live counters)");
+    return Status::Busy(busy.message() + "; another process, pid " +
+                        std::to_string(live->owner_pid()) +
+                        ", has the store open (stop it first; 'opt4store stats " + path +
+                        "' shows its live counters)");
   }
   return Status::Busy(busy.message() + "; the store is open in another process (stop it first)");
 }
