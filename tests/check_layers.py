@@ -8,7 +8,8 @@ Layers, lowest first; a file may include its own layer and those below:
   base   engine/base/, and the public headers it implements
   plan   engine/plan/, and the plan and policy headers
   tiers  tiers/
-  store  engine/store/, and store.h, store_options.h, store_stats.h
+  store  engine/store/, and store.h, store_options.h, store_stats.h,
+         live_store.h
   edge   tools/ (the CLI) and bindings/ (the Python package)
   tests  tests/: anything but bench/
   bench  bench/: anything
@@ -30,6 +31,7 @@ PUBLIC = {
     "plan.h": "plan", "next_use.h": "plan", "item_sizes.h": "plan", "policy.h": "plan",
     "simulator.h": "plan",
     "store.h": "store", "store_stats.h": "store", "store_options.h": "store",
+    "live_store.h": "store",
 }
 
 FOLDERS = (  # path prefix -> layer, longest first

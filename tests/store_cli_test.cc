@@ -414,7 +414,8 @@ TEST_CASE("stats --json and inspect describe the store", "[store_cli]") {
   CHECK(listed >= 1);
   const Json ij = ParseJson(CliOk(dir, {"inspect", store, "--json"}));
   // The settings by their names, in the table's order (store_options.h).
-  std::vector<std::string> keys = {"path", "dataset_size", "fingerprint", "plan"};
+  std::vector<std::string> keys = {"path", "live", "owner_pid", "dataset_size", "fingerprint",
+                                   "plan"};
   for (const SettingField& field : SettingFields()) keys.push_back(field.name);
   keys.insert(keys.end(), {"cursor", "tiers", "segments"});
   CHECK(KeysOf(ij) == keys);

@@ -168,6 +168,15 @@ Status RamTier::Attach(const std::string& name, std::unique_ptr<RamTier>* out) {
   return Status::OK();
 }
 
+Status RamTier::AttachReadOnly(const std::string& name, std::unique_ptr<RamTier>* out) {
+  std::unique_ptr<SharedSegment> segment;
+  OPT4STORE_RETURN_IF_ERROR(SharedSegment::AttachReadOnly(name, &segment));
+  std::unique_ptr<RamTier> tier(new RamTier(std::move(segment)));
+  OPT4STORE_RETURN_IF_ERROR(tier->InitLayout(/*create=*/false));
+  *out = std::move(tier);
+  return Status::OK();
+}
+
 Status RamTier::InitLayout(bool create) {
   char* d = segment_->data();
   header_ = reinterpret_cast<Header*>(d);

@@ -108,7 +108,7 @@ struct RamTierStats {
   // Metadata costs.
   uint64_t unit_bytes = 0;            // allocation granularity
   uint64_t table_bytes_per_item = 0;  // shared state table (16)
-  uint64_t owner_bytes_per_item = 0;  // owner-private handle table (4)
+  uint64_t owner_bytes_per_item = 0;  // owner-private handle table (4), seen from any process
   uint64_t allocator_bytes = 0;       // owner-private allocator bookkeeping
   uint64_t segment_bytes = 0;         // everything mapped
 };
@@ -139,6 +139,10 @@ class RamTier {
   static Status Create(const RamTierOptions& options, std::unique_ptr<RamTier>* out);
   // Maps an existing RAM tier by name() as a reader (a spawned worker).
   static Status Attach(const std::string& name, std::unique_ptr<RamTier>* out);
+  // Maps it read-only (SharedSegment::AttachReadOnly), for a process that
+  // only looks at a store in use. Such a handle may call Stats() and
+  // nothing else: every other method writes a stats slot or an entry.
+  static Status AttachReadOnly(const std::string& name, std::unique_ptr<RamTier>* out);
 
   ~RamTier();
   RamTier(const RamTier&) = delete;

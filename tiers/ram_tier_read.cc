@@ -200,8 +200,9 @@ RamTierStats RamTier::Stats() {
     h.largest_free_block.store(allocator_->LargestFreeBlock() << unit_shift_,
                                std::memory_order_relaxed);
     s.allocator_bytes = allocator_->MemoryUsage();
-    s.owner_bytes_per_item = sizeof(ArenaAllocator::Handle);
   }
+  // The owner holds its handle table whichever process asks.
+  s.owner_bytes_per_item = sizeof(ArenaAllocator::Handle);
   s.items_resident = h.items_resident.load(std::memory_order_relaxed);
   s.bytes_used = h.bytes_used.load(std::memory_order_relaxed);
   s.bytes_stored = h.bytes_stored.load(std::memory_order_relaxed);

@@ -357,7 +357,17 @@ Status SharedSegment::Create(const SharedSegmentOptions& options, uint64_t data_
 }
 
 Status SharedSegment::Attach(const std::string& name, std::unique_ptr<SharedSegment>* out) {
-  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  return AttachMapped(name, /*read_only=*/false, out);
+}
+
+Status SharedSegment::AttachReadOnly(const std::string& name,
+                                     std::unique_ptr<SharedSegment>* out) {
+  return AttachMapped(name, /*read_only=*/true, out);
+}
+
+Status SharedSegment::AttachMapped(const std::string& name, bool read_only,
+                                   std::unique_ptr<SharedSegment>* out) {
+  int fd = shm_open(name.c_str(), (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
   if (fd < 0) return Status::FromErrno("shm_open " + name, errno);
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -371,7 +381,8 @@ Status SharedSegment::Attach(const std::string& name, std::unique_ptr<SharedSegm
     return Status::Corruption(name + ": too small for a shared segment (" + std::to_string(size) +
                               " bytes)");
   }
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int prot = read_only ? PROT_READ : PROT_READ | PROT_WRITE;
+  void* base = mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
   const int e = errno;
   close(fd);
   if (base == MAP_FAILED) return Status::FromErrno("mmap " + name, e);

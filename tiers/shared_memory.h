@@ -122,6 +122,10 @@ class SharedSegment {
   // Returns NotFound when there is no such object, Corruption when it is not
   // a segment this code created.
   static Status Attach(const std::string& name, std::unique_ptr<SharedSegment>* out);
+  // Attach for a process that only looks (`opt4store stats` on a store in
+  // use): the object is opened O_RDONLY and mapped PROT_READ, so that the
+  // looker cannot change it. Writing through data() faults.
+  static Status AttachReadOnly(const std::string& name, std::unique_ptr<SharedSegment>* out);
   // Removes the objects in shm_dir named "<prefix>.<pid>.<seq>" whose creator
   // is dead. *removed (may be null) gets the number removed.
   static Status RemoveStale(const std::string& shm_dir, const std::string& prefix, int* removed);
@@ -143,6 +147,8 @@ class SharedSegment {
 
  private:
   SharedSegment(std::string name, char* base, uint64_t mapped_bytes, bool created);
+  static Status AttachMapped(const std::string& name, bool read_only,
+                             std::unique_ptr<SharedSegment>* out);
 
   std::string name_;
   char* base_;

@@ -1,6 +1,8 @@
 // opt4store inspect: what a store holds and how it is set up: its manifest
 // (options, fingerprint, plan), where a restart resumes (cursor), each tier's count and
-// bytes, and the disk tier's segment files.
+// bytes, and the disk tier's segment files. A store a process owns now is
+// read live and read-only (LiveStore): the cursor is then the readers'
+// frontier, and the tiers are as the owner last published them.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "opt4store/live_store.h"
 #include "opt4store/status.h"
 #include "opt4store/store.h"
 #include "store_admin.h"
@@ -35,6 +38,8 @@ std::string RamCapacityText(const StoreSettings& settings) {
 std::string InspectJson(const StoreInfo& info, const StoreStats& stats) {
   nlohmann::ordered_json json;
   json["path"] = info.path;
+  json["live"] = stats.live;
+  json["owner_pid"] = stats.owner_pid;
   json["dataset_size"] = info.settings.dataset_size;
   if (info.settings.fingerprint.empty()) {
     json["fingerprint"] = nullptr;
@@ -70,6 +75,8 @@ std::string InspectText(const StoreInfo& info, const StoreStats& stats) {
   };
   std::string out;
   out += line("store", info.path);
+  out += line("owner", stats.live ? "pid " + u(stats.owner_pid) + " (live: the store is open)"
+                                  : std::string("none (the store is closed)"));
   out += line("dataset size", Plural(info.settings.dataset_size, "item"));
   out += line("fingerprint", info.settings.fingerprint.empty()
                                  ? std::string("none")
@@ -119,6 +126,14 @@ std::string InspectText(const StoreInfo& info, const StoreStats& stats) {
 }
 
 Status RunInspect(const InspectCommandOptions& o) {
+  std::unique_ptr<LiveStore> live;
+  FindLiveStore(o.path, &live);
+  if (live) {
+    StoreInfo info;
+    OPT4STORE_RETURN_IF_ERROR(live->Inspect(&info));
+    const StoreStats stats = live->Stats();
+    return WriteStdout(o.json ? InspectJson(info, stats) : InspectText(info, stats));
+  }
   std::unique_ptr<Store> store;
   OPT4STORE_RETURN_IF_ERROR(OpenExistingStore(o.path, &store));
   StoreInfo info;

@@ -43,7 +43,7 @@ Status RunRepair(const RepairCommandOptions& o) {
   StoreRepairReport report;
   Status s = Store::Repair(options, o.path, &report);
   if (s.IsBusy()) {
-    return Status::Busy(s.message() + "; the store is open in another process (stop it first)");
+    return ExplainBusy(o.path, s);
   }
   if (s.IsCorruption() && !report.manifest_found && (o.dataset_size.empty() || o.disk.empty())) {
     return Status::Corruption(s.message() + "; run 'opt4store repair " + o.path +

@@ -43,12 +43,27 @@ Status OpenExistingStore(const std::string& path, std::unique_ptr<Store>* store,
   options.info_log = LogStoreWarning;
   Status s = Store::Open(options, path, store);
   if (s.IsNotFound()) return Status::NotFound("no store at " + path + " (" + s.message() + ")");
-  if (s.IsBusy()) {
-    // The store's message names the holder; say what to do about it.
-    return Status::Busy(s.message() + "; the store is open in another process (stop it first)");
-  }
+  if (s.IsBusy()) return ExplainBusy(path, s);
   if (!s.ok() && s.message().find(path) == std::string::npos) return s.WithContext(path);
   return s;
+}
+
+Status ExplainBusy(const std::string& path, const Status& busy) {
+  // The store's message names the holder; say what to do about it.
+  std::unique_ptr<LiveStore> live;
+  if (LiveStore::Open(path, &live).ok()) {
+    return Status::Busy(busy.message() + "; another process, pid " +
+                        std::to_string(live->owner_pid()) +
+                        ", has the store open (stop it first; 'opt4store stats " + path +
+                        "' shows its live counters)");
+  }
+  return Status::Busy(busy.message() + "; the store is open in another process (stop it first)");
+}
+
+void FindLiveStore(const std::string& path, std::unique_ptr<LiveStore>* live) {
+  live->reset();
+  Status s = LiveStore::Open(path, live);
+  if (!s.ok() && !s.IsNotFound()) LogStoreWarning(s.ToString());
 }
 
 Status CloseStore(const std::string& path, std::unique_ptr<Store>* store) {
@@ -96,6 +111,12 @@ std::string FormatStat(StatKind, double v) { return StringPrintf("%.3f", v); }
 std::string FormatStat(StatKind, bool v) { return v ? "yes" : "no"; }
 
 }  // namespace
+
+std::string StatsOrigin(const StoreStats& s) {
+  if (s.live) return "live: the store is open, owned by pid " + std::to_string(s.owner_pid) + "\n";
+  if (s.last_run) return "last run: the store is closed; counters saved when it closed\n";
+  return "last run: the store is closed; no run has saved counters\n";
+}
 
 std::string StatsTable(const StoreStats& s) {
   // One table, so that every value lines up; group rows carry no value.

@@ -7,7 +7,7 @@ namespace opt4store {
 namespace {
 
 constexpr uint64_t kMagic = 0x6f707434637472ull;  // "opt4ctr"
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;  // 3: the disk tier's gauges
 
 uint64_t RingOffset() { return (sizeof(ControlBlock::Header) + 4095) & ~uint64_t{4095}; }
 uint64_t BitsOffset() { return RingOffset() + ControlBlock::kRingSize * 8; }
@@ -43,8 +43,18 @@ Status ControlBlock::Create(const std::string& prefix, uint64_t dataset_size,
 }
 
 Status ControlBlock::Attach(const std::string& name, std::unique_ptr<ControlBlock>* out) {
+  return AttachMapped(name, /*read_only=*/false, out);
+}
+
+Status ControlBlock::AttachReadOnly(const std::string& name, std::unique_ptr<ControlBlock>* out) {
+  return AttachMapped(name, /*read_only=*/true, out);
+}
+
+Status ControlBlock::AttachMapped(const std::string& name, bool read_only,
+                                  std::unique_ptr<ControlBlock>* out) {
   std::unique_ptr<ControlBlock> cb(new ControlBlock());
-  OPT4STORE_RETURN_IF_ERROR(SharedSegment::Attach(name, &cb->segment_));
+  OPT4STORE_RETURN_IF_ERROR(read_only ? SharedSegment::AttachReadOnly(name, &cb->segment_)
+                                      : SharedSegment::Attach(name, &cb->segment_));
   if (cb->segment_->data_bytes() < sizeof(Header)) {
     return Status::Corruption("'" + name + "' is not an opt4store control block");
   }

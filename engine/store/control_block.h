@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -53,6 +54,18 @@ struct SharedCounters {
   std::atomic<uint64_t> expect_timeouts{0};  // ... in vain
 };
 
+// A double as the bits of a 64-bit atomic, and back.
+inline uint64_t RealBits(double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  return bits;
+}
+inline double RealFromBits(uint64_t bits) {
+  double v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
 // What the owner publishes for Stats() in other processes.
 struct OwnerGauges {
   std::atomic<uint64_t> prefetched{0};
@@ -71,6 +84,17 @@ struct OwnerGauges {
   std::atomic<uint64_t> disk_live_bytes{0};
   std::atomic<uint64_t> disk_file_bytes{0};
   std::atomic<uint64_t> disk_budget{0};
+  // The rest of the disk tier's figures, so that a process without the disk
+  // tier (a reader, `opt4store stats` on a store in use) shows them too.
+  // Reals are kept as their bits (RealBits).
+  std::atomic<uint64_t> disk_segments{0};
+  std::atomic<uint64_t> disk_write_amplification_bits{0};
+  std::atomic<uint64_t> disk_corrupt_records{0};
+  std::atomic<uint64_t> disk_evictions{0};
+  std::atomic<uint64_t> disk_compactions{0};
+  std::atomic<uint64_t> disk_index_bytes_per_item_bits{0};
+  std::atomic<uint64_t> io_uring{0};
+  std::atomic<uint64_t> direct_io{0};
 };
 
 class ControlBlock {
@@ -106,6 +130,10 @@ class ControlBlock {
                        const std::string& queue_name, std::unique_ptr<ControlBlock>* out);
   // Maps an existing one (a spawned reader). Corruption when it is not one.
   static Status Attach(const std::string& name, std::unique_ptr<ControlBlock>* out);
+  // Maps it read-only, for a process that only looks (`opt4store stats` on
+  // a store in use): it may read the header, counters and gauges; any
+  // write faults.
+  static Status AttachReadOnly(const std::string& name, std::unique_ptr<ControlBlock>* out);
 
   const std::string& name() const { return segment_->name(); }
   Header* header() const { return header_; }
@@ -142,6 +170,8 @@ class ControlBlock {
  private:
   ControlBlock() = default;
   Status Layout(bool create);
+  static Status AttachMapped(const std::string& name, bool read_only,
+                             std::unique_ptr<ControlBlock>* out);
   uint64_t SlotTag(uint64_t position) const;
 
   std::unique_ptr<SharedSegment> segment_;

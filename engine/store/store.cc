@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "engine/store/owner_file.h"
 #include "engine/store/store_impl.h"
 
 namespace opt4store {
@@ -179,6 +180,11 @@ Status Store::Impl::Close() {
       // So that a closed store shows its last run (opt4store stats).
       Status s = disk_->PutMeta(kManifestLastRunKey, EncodeRunCounters(Stats()));
       if (result.ok()) result = s;
+    }
+    // Before the LOCK goes: a later owner's file is never removed.
+    if (!disk_only_) {
+      Status r = RemoveOwnerFile(path_);
+      if (result.ok()) result = r;
     }
     Status s = disk_->Close();
     if (result.ok()) result = s;

@@ -57,6 +57,11 @@ inline int64_t NowNs() {
 // Copies two blobs into a sink.
 Status CopyToSink(ReadSink* sink, std::string_view meta, std::string_view payload);
 
+// The figures any process can read (store_stats.cc): the control block's
+// counters and the owner's last published gauges, and the RAM tier's; ctl
+// or ram may be null. Writes nothing to either, so read-only mappings do.
+void ReadSharedStats(const ControlBlock* ctl, RamTier* ram, StoreStats* st);
+
 class Store::Impl : private ResidencyTiers {
  public:
   ~Impl() override;

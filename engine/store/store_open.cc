@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "engine/store/owner_file.h"
 #include "engine/store/store_impl.h"
 
 namespace opt4store {
@@ -369,6 +370,14 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
     PublishGaugesLocked();
   }
   planner_ = new std::thread([this] { PlannerLoop(); });
+  if (disk_) {
+    // So that `opt4store stats` finds this process's shared memory while
+    // it runs (live_store.h). Without it the store works all the same.
+    Status s = WriteOwnerFile(path_, ctl_->name());
+    if (!s.ok()) {
+      log_("store " + path_ + ": " + s.ToString() + "; 'opt4store stats' will not see it live");
+    }
+  }
   return Status::OK();
 }
 

@@ -1,8 +1,9 @@
 // Stats (store_impl.h, store_stats.h): reader counters live in the control
 // block, summed over every process; the owner publishes its gauges there
 // (every 50 ms from the planner thread, and on each Stats() call), so that a
-// reader's Stats() sees them too. The disk tier's own figures are read
-// directly in the owner.
+// reader's Stats() sees them too, and so does `opt4store stats` on a store
+// in use (live_store.cc). The disk tier's own figures are read directly in
+// the owner.
 
 #include <cstdio>
 #include <cstdlib>
@@ -75,6 +76,75 @@ void Store::Impl::PublishGaugesLocked() {
     g.disk_live_bytes.store(d.live_bytes);
     g.disk_file_bytes.store(d.file_bytes);
     g.disk_budget.store(d.budget_bytes);
+    g.disk_segments.store(d.segments);
+    g.disk_write_amplification_bits.store(RealBits(d.write_amplification));
+    g.disk_corrupt_records.store(d.corrupt_records);
+    g.disk_evictions.store(d.evictions);
+    g.disk_compactions.store(d.compactions);
+    g.disk_index_bytes_per_item_bits.store(RealBits(d.index_bytes_per_item));
+    g.io_uring.store(d.io_uring ? 1 : 0);
+    g.direct_io.store(d.direct_io ? 1 : 0);
+  }
+}
+
+void ReadSharedStats(const ControlBlock* ctl, RamTier* ram, StoreStats* st) {
+  if (ctl) {
+    st->live = true;
+    st->owner_pid = static_cast<uint64_t>(ctl->creator().pid);
+    const SharedCounters& c = ctl->counters();
+    st->accesses = c.accesses.load();
+    st->hits_ram = c.hits_ram.load();
+    st->hits_disk = c.hits_disk.load();
+    st->source_loads = c.source_loads.load();
+    st->puts = c.puts.load();
+    st->puts_dropped = c.puts_dropped.load();
+    st->waits = c.waits.load();
+    st->wait_ns = c.wait_ns.load();
+    st->fetch_requests = c.fetch_requests.load();
+    st->fetch_timeouts = c.fetch_timeouts.load();
+    st->expect_waits = c.expect_waits.load();
+    st->expect_timeouts = c.expect_timeouts.load();
+    const OwnerGauges& g = ctl->gauges();
+    st->prefetched = g.prefetched.load();
+    st->prefetch_bytes = g.prefetch_bytes.load();
+    st->planned_positions = g.planned_positions.load();
+    st->policy_hits = g.policy_hits.load();
+    st->ram_insert_failures = g.ram_insert_failures.load();
+    st->disk_put_errors = g.disk_put_errors.load();
+    st->abandoned_positions = g.abandoned_positions.load();
+    st->drift = g.drift.load();
+    st->total_positions = g.total_positions.load();
+    st->position = ctl->header()->frontier.load();
+    const uint64_t epoch_length = g.epoch_length.load();
+    st->epoch = epoch_length ? st->position / epoch_length : 0;
+    st->ram_capacity = g.ram_capacity.load();
+    st->ram_capacity_in_items = g.ram_capacity_in_items.load() != 0;
+    st->disk_items = g.disk_items.load();
+    st->disk_live_bytes = g.disk_live_bytes.load();
+    st->disk_file_bytes = g.disk_file_bytes.load();
+    st->disk_budget = g.disk_budget.load();
+    st->disk_segments = g.disk_segments.load();
+    st->disk_write_amplification = RealFromBits(g.disk_write_amplification_bits.load());
+    st->disk_space_amplification =
+        st->disk_live_bytes ? static_cast<double>(st->disk_file_bytes) / st->disk_live_bytes : 0;
+    st->disk_corrupt_records = g.disk_corrupt_records.load();
+    st->disk_evictions = g.disk_evictions.load();
+    st->disk_compactions = g.disk_compactions.load();
+    st->disk_index_bytes_per_item = RealFromBits(g.disk_index_bytes_per_item_bits.load());
+    st->io_uring = g.io_uring.load() != 0;
+    st->direct_io = g.direct_io.load() != 0;
+  }
+  if (ram) {
+    RamTierStats r = ram->Stats();
+    st->ram_items = r.items_resident;
+    st->ram_bytes_used = r.bytes_stored;
+    st->ram_arena_bytes = r.capacity_bytes;
+    // Per dataset id: the RAM tier's shared entry and owner handle, the
+    // control block's expected position (8) and on-disk bit, the owner's
+    // prefetch pins (4), pending-read list (8) and size (4). Not counted:
+    // the policy's and the plan window's state, and the disk index
+    // (bench/STORE.md measures them all).
+    st->ram_bytes_per_item = r.table_bytes_per_item + r.owner_bytes_per_item + 8 + 4 + 8 + 4;
   }
 }
 
@@ -87,52 +157,7 @@ StoreStats Store::Impl::Stats() {
     AdvanceFrontierLocked();
     PublishGaugesLocked();
   }
-  if (ctl_) {
-    const SharedCounters& c = ctl_->counters();
-    st.accesses = c.accesses.load();
-    st.hits_ram = c.hits_ram.load();
-    st.hits_disk = c.hits_disk.load();
-    st.source_loads = c.source_loads.load();
-    st.puts = c.puts.load();
-    st.puts_dropped = c.puts_dropped.load();
-    st.waits = c.waits.load();
-    st.wait_ns = c.wait_ns.load();
-    st.fetch_requests = c.fetch_requests.load();
-    st.fetch_timeouts = c.fetch_timeouts.load();
-    st.expect_waits = c.expect_waits.load();
-    st.expect_timeouts = c.expect_timeouts.load();
-    const OwnerGauges& g = ctl_->gauges();
-    st.prefetched = g.prefetched.load();
-    st.prefetch_bytes = g.prefetch_bytes.load();
-    st.planned_positions = g.planned_positions.load();
-    st.policy_hits = g.policy_hits.load();
-    st.ram_insert_failures = g.ram_insert_failures.load();
-    st.disk_put_errors = g.disk_put_errors.load();
-    st.abandoned_positions = g.abandoned_positions.load();
-    st.drift = g.drift.load();
-    st.total_positions = g.total_positions.load();
-    st.position = ctl_->header()->frontier.load();
-    const uint64_t epoch_length = g.epoch_length.load();
-    st.epoch = epoch_length ? st.position / epoch_length : 0;
-    st.ram_capacity = g.ram_capacity.load();
-    st.ram_capacity_in_items = g.ram_capacity_in_items.load() != 0;
-    st.disk_items = g.disk_items.load();
-    st.disk_live_bytes = g.disk_live_bytes.load();
-    st.disk_file_bytes = g.disk_file_bytes.load();
-    st.disk_budget = g.disk_budget.load();
-  }
-  if (ram_) {
-    RamTierStats r = ram_->Stats();
-    st.ram_items = r.items_resident;
-    st.ram_bytes_used = r.bytes_stored;
-    st.ram_arena_bytes = r.capacity_bytes;
-    // Per dataset id: the RAM tier's shared entry and owner handle, the
-    // control block's expected position (8) and on-disk bit, the owner's
-    // prefetch pins (4), pending-read list (8) and size (4). Not counted:
-    // the policy's and the plan window's state, and the disk index
-    // (bench/STORE.md measures them all).
-    st.ram_bytes_per_item = r.table_bytes_per_item + r.owner_bytes_per_item + 8 + 4 + 8 + 4;
-  }
+  ReadSharedStats(ctl_.get(), ram_.get(), &st);
   if (InOwner() && disk_) {
     DiskTierStats d = disk_->GetStats();
     st.disk_items = d.items;

@@ -51,6 +51,8 @@
 // use the inherited Store as a reader; a spawned process calls Attach() with
 // handle(). Readers call Get, Put (sent to the owner on the shared queue;
 // dropped, and counted, when the queue is full), MarkConsumed and Stats.
+// An owner with a disk tier names itself in path/OWNER while it has the
+// store open, so that `opt4store stats` can look on (live_store.h).
 //
 // Thread safety: every method may be called from any thread of the owner or
 // of a reader process, unless it says otherwise. Process safety: readers in

@@ -14,13 +14,19 @@
 //
 // Counters of reads are totals over every process that used the store. The
 // owner saves them (and the planner's) when it closes; an admin open (the
-// CLI) shows that last run's, with last_run set.
+// CLI) shows that last run's, with last_run set. While a process owns the
+// store, every process of its run and `opt4store stats` (live_store.h) show
+// live with the owner's pid.
 #ifndef OPT4STORE_STORE_STATS_H_
 #define OPT4STORE_STORE_STATS_H_
 
 #include <cstdint>
 
 #define OPT4STORE_STORE_STATS(X)                                                                   \
+  X(owner, bool, live, kFlag,                                                                      \
+    "a process has the store open: the counters are its run's, now")                               \
+  X(owner, uint64_t, owner_pid, kCount,                                                            \
+    "that process's pid; 0 when the store is not open")                                            \
   X(reads, bool, last_run, kFlag,                                                                  \
     "the store is not open: reads, planner counters and write amplification are its last "       \
     "run's, saved at close")                                                                       \
@@ -78,7 +84,7 @@ enum class StatKind { kCount, kBytes, kNanos, kReal, kFlag };
 
 // One row of the table, for code that shows every field.
 struct StatField {
-  const char* group;  // reads, planner, cursor, ram, disk
+  const char* group;  // owner, reads, planner, cursor, ram, disk
   const char* name;
   StatKind kind;
   const char* help;
