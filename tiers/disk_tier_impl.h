@@ -35,6 +35,12 @@
 namespace opt4store {
 
 constexpr uint64_t kMaxSegmentBytes = uint64_t{2} << 30;
+// The reserve file beside the index, and its size: what RocksDB's open and
+// Recover write on a store of up to a few thousand segments, with room to
+// spare (measured: under 100 KiB; a WAL replay is kept in the memtable).
+constexpr const char* kReserveName = "RESERVE";
+constexpr uint64_t kReserveBytes = uint64_t{1} << 20;
+constexpr uint64_t kReserveChunk = uint64_t{64} << 10;
 constexpr uint64_t kMinSegmentBytes = 4096;
 // Compaction collects the records of a segment from the index in chunks of
 // this many ids, releasing mu_ in between so that readers get through.
@@ -130,6 +136,15 @@ class DiskTier::Impl {
 
   // RocksDB's options for the index, the same for Open and Repair.
   rocksdb::Options IndexOptions() const;
+  // Open's part after the checks: RocksDB, the format key, Recover.
+  Status OpenIndex(bool create);
+  // The reserve (kReserveName): headroom that Open frees before RocksDB
+  // writes anything, so that a store opens on a full disk. Release deletes
+  // it (*released: its size); Make writes it back up to `bytes`, or as
+  // much as fits (best effort: without it the store still works, but a
+  // later open on a full disk may fail).
+  Status ReleaseReserve(uint64_t* released);
+  void MakeReserve(uint64_t bytes);
   // Before RocksDB touches the index: whether it may create one (a new
   // store), or Corruption when the index is gone but records are not.
   Status CheckIndexBeforeOpen(bool* create);

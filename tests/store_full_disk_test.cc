@@ -1,0 +1,226 @@
+// A full disk, for real: each test mounts a small tmpfs in a mount namespace
+// of its own (ctest runs each test case in its own process), fills it with a
+// file of "the user's other data", and checks what the store promises:
+// writes stop with NoSpace, the store keeps serving what it holds (RAM,
+// disk) and sends misses to the source, a later open works on a disk that
+// is still full (so do the CLI's stats and verify), and once space is back
+// the store works fully. Skipped, saying why, where mounting is impossible
+// (not root, or no mount namespaces).
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "opt4store/read_sink.h"
+#include "opt4store/store.h"
+#include "store_cli_test_util.h"
+#include "store_test_util.h"
+
+namespace opt4store {
+namespace {
+
+using opt4store_test::Cli;
+using opt4store_test::CliResult;
+using opt4store_test::IsSample;
+using opt4store_test::SampleMeta;
+using opt4store_test::SamplePayload;
+using opt4store_test::ScratchStore;
+using opt4store_test::ValueShape;
+
+// A tmpfs of `mib` MiB mounted at `dir` in this process's own mount
+// namespace, unmounted on destruction. ok() is false, with why(), where
+// that is impossible.
+class SmallDisk {
+ public:
+  SmallDisk(const std::string& dir, uint64_t mib) : dir_(dir) {
+    if (unshare(CLONE_NEWNS) != 0) {
+      why_ = std::string("unshare(CLONE_NEWNS): ") + std::strerror(errno);
+      return;
+    }
+    // Mounts made here must not leak into the parent namespace.
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      why_ = std::string("making / private: ") + std::strerror(errno);
+      return;
+    }
+    mkdir(dir.c_str(), 0755);
+    const std::string opts = "size=" + std::to_string(mib) + "m";
+    if (mount("opt4store-test", dir.c_str(), "tmpfs", 0, opts.c_str()) != 0) {
+      why_ = std::string("mount tmpfs: ") + std::strerror(errno);
+      return;
+    }
+    mounted_ = true;
+  }
+  ~SmallDisk() {
+    if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
+  }
+
+  bool ok() const { return mounted_; }
+  const std::string& why() const { return why_; }
+  std::string File(const std::string& name) const { return dir_ + "/" + name; }
+
+  // Writes the filler file until the disk is full.
+  void Fill() {
+    const int fd = open(File("filler").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    REQUIRE(fd >= 0);
+    const std::string block(64 << 10, 'f');
+    for (size_t chunk = block.size(); chunk > 0;) {
+      const ssize_t n = write(fd, block.data(), chunk);
+      if (n < 0) {
+        REQUIRE(errno == ENOSPC);
+        chunk /= 2;  // the last few KiB
+      }
+    }
+    close(fd);
+  }
+  // Frees the filler file.
+  void Free() { REQUIRE(unlink(File("filler").c_str()) == 0); }
+
+ private:
+  std::string dir_;
+  std::string why_;
+  bool mounted_ = false;
+};
+
+constexpr uint64_t kItems = 600;
+const ValueShape kShape{1024, 15 * 1024};  // 16 KiB values: 600 make about 9.6 MiB
+
+StoreOptions FullDiskOptions(const ScratchStore& scratch) {
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.dataset_size = kItems;
+  o.ram_items = 50;
+  o.disk = 256 << 20;  // far above the disk's size: the disk, not the budget, runs out
+  o.sync = SyncMode::kEveryPut;
+  return o;
+}
+
+Status PutSample(Store* store, ItemId id) {
+  return store->Put(kNoPosition, id, SampleMeta(id), SamplePayload(id, kShape));
+}
+
+// Puts the ids not in *stored, adding those stored, and returns how many
+// were refused; each refusal must be NoSpace. (A full disk is not quite
+// monotonic: a refused write's partial bytes are truncated away, RocksDB
+// deletes obsolete files after an open.)
+uint64_t PutUntilFull(Store* store, std::set<ItemId>* stored) {
+  uint64_t refused = 0;
+  for (ItemId id = 0; id < kItems; ++id) {
+    if (stored->count(id)) continue;
+    const Status s = PutSample(store, id);
+    INFO("Put(" << id << "): " << s.ToString());
+    if (s.ok()) {
+      stored->insert(id);
+      continue;
+    }
+    REQUIRE(s.IsNoSpace());
+    ++refused;
+  }
+  return refused;
+}
+
+// Reads every id: each value found must be the right one, and every id in
+// `stored` must be found (RAM or disk); the rest may be misses. Returns how
+// many were found.
+uint64_t CheckServed(Store* store, const std::set<ItemId>& stored) {
+  uint64_t found = 0;
+  for (ItemId id = 0; id < kItems; ++id) {
+    StringSink sink;
+    GetSource source = GetSource::kMiss;
+    const Status s = store->Get(kNoPosition, id, &sink, &source);
+    INFO("Get(" << id << "): " << s.ToString());
+    REQUIRE((s.ok() || s.IsNotFound()));  // NotFound: a miss, for the source
+    if (!s.ok()) {
+      CHECK(stored.count(id) == 0);
+      continue;
+    }
+    REQUIRE(IsSample(id, kShape, sink.meta, sink.payload));
+    ++found;
+  }
+  return found;
+}
+
+TEST_CASE("full disk: writes stop with NoSpace, the store keeps serving, reopens while full, "
+          "and works fully once space is back",
+          "[store][disk][nospace]") {
+  ScratchStore scratch;
+  SmallDisk disk(scratch.dir() + "/fs", 16);
+  if (!disk.ok()) {
+    WARN("skipped: cannot mount a small tmpfs to fill (" << disk.why() << ")");
+    return;
+  }
+  const std::string path = disk.File("store");
+  const StoreOptions o = FullDiskOptions(scratch);
+  std::set<ItemId> stored;  // the ids whose Put returned OK
+
+  // 1. A store with 200 values on disk; then the user's other files fill it.
+  {
+    std::unique_ptr<Store> store;
+    REQUIRE(Store::Open(o, path, &store).ok());
+    for (ItemId id = 0; id < 200; ++id) {
+      REQUIRE(PutSample(store.get(), id).ok());
+      stored.insert(id);
+    }
+    disk.Fill();
+
+    // 2. Writes stop with NoSpace; what the store holds is still served.
+    CHECK(PutUntilFull(store.get(), &stored) > kItems / 2);
+    CheckServed(store.get(), stored);
+    CHECK(store->Stats().disk_put_errors > 0);
+    const Status closed = store->Close();
+    INFO("Close: " << closed.ToString());
+    CHECK(closed.ok());
+  }
+
+  // 3. Later opens work on the disk that is still full, and serve every
+  // value stored, from disk; so do the CLI's verify, stats and inspect.
+  for (int round = 0; round < 3; ++round) {
+    std::unique_ptr<Store> store;
+    const Status s = Store::Open(o, path, &store);
+    INFO("reopen " << round << " on a full disk: " << s.ToString());
+    REQUIRE(s.ok());
+    CHECK(CheckServed(store.get(), stored) == stored.size());
+    // The reserve's slack may take a value or two; then the disk is full.
+    CHECK(PutUntilFull(store.get(), &stored) > 0);
+    const Status closed = store->Close();
+    INFO("Close: " << closed.ToString());
+    CHECK(closed.ok());
+  }
+  const opt4store_test::TempDir cli_dir;  // the CLI's stderr goes here, off the full disk
+  for (const char* command : {"verify", "stats", "inspect"}) {
+    const CliResult r = Cli(cli_dir, {command, path});
+    INFO(command << ": " << r.out << r.err);
+    CHECK(r.status == 0);
+  }
+
+  // 4. Space comes back while the store is open: it works fully, without
+  // a reopen, and everything survives one.
+  {
+    std::unique_ptr<Store> store;
+    REQUIRE(Store::Open(o, path, &store).ok());
+    CHECK(PutUntilFull(store.get(), &stored) > 0);
+    disk.Free();
+    CHECK(PutUntilFull(store.get(), &stored) == 0);
+    CHECK(stored.size() == kItems);
+    REQUIRE(store->Close().ok());
+  }
+  std::unique_ptr<Store> store;
+  REQUIRE(Store::Open(o, path, &store).ok());
+  CHECK(CheckServed(store.get(), stored) == kItems);
+  StoreVerifyReport report;
+  const Status v = store->Verify(&report);
+  INFO("Verify: " << v.ToString());
+  CHECK(v.ok());
+  CHECK(report.bad.empty());
+  REQUIRE(store->Close().ok());
+}
+
+}  // namespace
+}  // namespace opt4store
