@@ -134,6 +134,13 @@ class DiskTier::Impl {
   }
   std::string SegmentPath(const std::string& name) const { return segment_dir_ + "/" + name; }
 
+  // A RocksDB write's status. After a failed write (a full disk) RocksDB
+  // takes no more writes until it is resumed, and syncing its WAL then
+  // trips an assertion inside RocksDB: the failure is remembered, and
+  // ResumeIndex (called before each mutation and sync) tries to resume it.
+  Status IndexWritten(const rocksdb::Status& rs, const std::string& what);
+  // OK when the index takes writes (again); else why not (NoSpace ...).
+  Status ResumeIndex();
   // RocksDB's options for the index, the same for Open and Repair.
   rocksdb::Options IndexOptions() const;
   // Open's part after the checks: RocksDB, the format key, Recover.
@@ -204,6 +211,9 @@ class DiskTier::Impl {
   std::unique_ptr<FileLock> lock_;
   std::unique_ptr<rocksdb::DB> db_;
   std::atomic<bool> closed_{false};
+  // Whether a RocksDB write failed, and how; see IndexWritten.
+  enum : int { kRunning, kStoppedNoSpace, kStoppedError };
+  std::atomic<int> index_stopped_{kRunning};
 
   Mutex write_mu_ ACQUIRED_BEFORE(mu_);
   uint16_t active_ GUARDED_BY(write_mu_) = 0;  // slot of the active segment
