@@ -35,9 +35,12 @@
 namespace opt4store {
 
 constexpr uint64_t kMaxSegmentBytes = uint64_t{2} << 30;
-// The reserve file beside the index, and its size: what RocksDB's open and
-// Recover write on a store of up to a few thousand segments, with room to
-// spare (measured: under 100 KiB; a WAL replay is kept in the memtable).
+// The reserve file beside the index, and its size. An open writes a
+// MANIFEST and an OPTIONS file of a few KiB each and a new WAL with
+// Recover's batch (about 50 bytes per segment and per re-indexed record;
+// the replayed WAL stays in the memtable): 1 MiB holds that many times
+// over for stores of thousands of segments, not for millions of records
+// to re-index on a full disk.
 constexpr const char* kReserveName = "RESERVE";
 constexpr uint64_t kReserveBytes = uint64_t{1} << 20;
 constexpr uint64_t kReserveChunk = uint64_t{64} << 10;

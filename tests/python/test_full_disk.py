@@ -17,7 +17,7 @@ import pytest
 from o4s_testlib import child_env
 
 CHILD = r"""
-import json, os, sys
+import json, os, subprocess, sys
 import torch
 import opt4store
 from opt4store import NO_POSITION
@@ -55,13 +55,14 @@ s.bind(n)
 for i in range(100):
     s.put(NO_POSITION, i, value(i))
     stored.add(i)
-with open(os.path.join(mnt, "filler"), "wb") as f:  # the user's other files
+fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT)  # the user's other files
+for chunk in (1 << 16, 4096, 1):
     try:
         while True:
-            f.write(b"f" * 4096)
-            f.flush()
+            os.write(fd, b"f" * chunk)
     except OSError:
         pass
+os.close(fd)
 refused = put_all(s, n, stored)
 assert refused, "no Put was refused on the full disk"
 assert served(s, n) >= len(stored)
