@@ -182,6 +182,7 @@ TEST_CASE("full disk: writes stop with NoSpace, the store keeps serving, reopens
   // 3. Later opens work on the disk that is still full, and serve every
   // value stored, from disk; so do the CLI's verify, stats and inspect.
   for (int round = 0; round < 3; ++round) {
+    disk.Fill();  // to the last byte: the refused write's bytes were freed again
     std::unique_ptr<Store> store;
     const Status s = Store::Open(o, path, &store);
     INFO("reopen " << round << " on a full disk: " << s.ToString());
@@ -195,6 +196,7 @@ TEST_CASE("full disk: writes stop with NoSpace, the store keeps serving, reopens
   }
   const opt4store_test::TempDir cli_dir;  // the CLI's stderr goes here, off the full disk
   for (const char* command : {"verify", "stats", "inspect"}) {
+    disk.Fill();
     const CliResult r = Cli(cli_dir, {command, path});
     INFO(command << ": " << r.out << r.err);
     CHECK(r.status == 0);
@@ -261,6 +263,7 @@ TEST_CASE("full disk: a store at its budget (evicting, compacting, rolling over 
   }
   uint64_t on_disk = 0;
   {
+    disk.Fill();
     std::unique_ptr<Store> store;
     const Status s = Store::Open(o, path, &store);
     INFO("reopen on a full disk: " << s.ToString());
@@ -370,6 +373,7 @@ TEST_CASE("full disk: small values, where RocksDB's WAL meets the full disk firs
   // rest of the session (its own recovery stays busy), even after space
   // comes back: the refusals stay NoSpace, and Close works or says NoSpace.
   {
+    disk.Fill();
     std::unique_ptr<Store> store;
     const Status s = Store::Open(o, path, &store);
     INFO("reopen on a full disk: " << s.ToString());

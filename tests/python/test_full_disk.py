@@ -55,24 +55,29 @@ s.bind(n)
 for i in range(100):
     s.put(NO_POSITION, i, value(i))
     stored.add(i)
-fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT)  # the user's other files
-for chunk in (1 << 16, 4096, 1):
-    try:
-        while True:
-            os.write(fd, b"f" * chunk)
-    except OSError:
-        pass
-os.close(fd)
+def fill():  # the user's other files, to the last byte
+    fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    for chunk in (1 << 16, 4096, 1):
+        try:
+            while True:
+                os.write(fd, b"f" * chunk)
+        except OSError:
+            pass
+    os.close(fd)
+
+fill()
 refused = put_all(s, n, stored)
 assert refused, "no Put was refused on the full disk"
 assert served(s, n) >= len(stored)
 s.close()
 stored_while_full = len(stored)
 
+fill()  # a refused write's bytes were freed again
 s = opt4store.Store(path, sync="every")  # reopens at once: the store exists
 s.bind(n)
 after_reopen = served(s, n)
 s.close()
+fill()
 verify = subprocess.run([os.environ["OPT4STORE_CLI"], "verify", path],
                         capture_output=True, text=True)
 
