@@ -15,14 +15,17 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
 
+#include "engine/base/fault_injection_env.h"
 #include "opt4store/read_sink.h"
 #include "opt4store/store.h"
 #include "store_cli_test_util.h"
 #include "store_test_util.h"
+#include "tiers/disk_tier.h"
 
 namespace opt4store {
 namespace {
@@ -397,6 +400,35 @@ TEST_CASE("full disk: small values, where RocksDB's WAL meets the full disk firs
   INFO("Verify: " << v.ToString());
   CHECK(v.ok());
   REQUIRE(store->Close().ok());
+}
+
+// The reserve itself, through a fault-injecting Env: an open on a disk
+// with room for only part of it keeps what fits less one 64 KiB chunk (for
+// the session's own index writes), and the next open with space makes it
+// whole again.
+TEST_CASE("full disk: the reserve keeps what fits less a chunk, and is made whole with space",
+          "[disk][nospace]") {
+  opt4store_test::TempDir dir;
+  FaultInjectionEnv env;
+  DiskTierOptions o;
+  o.env = &env;
+  o.budget_bytes = 64 << 20;
+  const std::string reserve = dir.File("RESERVE");
+  auto open_and_close = [&] {
+    std::unique_ptr<DiskTier> tier;
+    const Status s = DiskTier::Open(o, dir.path(), &tier);
+    INFO("open: " << s.ToString());
+    REQUIRE(s.ok());
+    REQUIRE(tier->Close().ok());
+  };
+  open_and_close();
+  CHECK(std::filesystem::file_size(reserve) == (1u << 20));
+  env.Inject(Fault::NoSpaceAfter(300 << 10).OnFile("RESERVE"));  // 300 KiB fit
+  open_and_close();
+  CHECK(std::filesystem::file_size(reserve) == (192u << 10));  // 4 chunks written, 1 given back
+  env.Clear();
+  open_and_close();
+  CHECK(std::filesystem::file_size(reserve) == (1u << 20));
 }
 
 }  // namespace
