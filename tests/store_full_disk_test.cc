@@ -21,6 +21,7 @@
 #include <string>
 
 #include "engine/base/fault_injection_env.h"
+#include "fork_child.h"
 #include "opt4store/read_sink.h"
 #include "opt4store/store.h"
 #include "store_cli_test_util.h"
@@ -30,9 +31,12 @@
 namespace opt4store {
 namespace {
 
+using opt4store_test::Child;
 using opt4store_test::Cli;
 using opt4store_test::CliResult;
+using opt4store_test::ForkChild;
 using opt4store_test::IsSample;
+using opt4store_test::Reap;
 using opt4store_test::SampleMeta;
 using opt4store_test::SamplePayload;
 using opt4store_test::ScratchStore;
@@ -174,6 +178,18 @@ TEST_CASE("full disk: writes stop with NoSpace, the store keeps serving, reopens
     disk.Fill();
 
     // 2. Writes stop with NoSpace; what the store holds is still served.
+    // A worker's Put (sync="every": it waits for the owner's write) says
+    // NoSpace too.
+    Child worker = ForkChild([&](int fd) {
+      const Status s = PutSample(store.get(), kItems - 1);
+      const int code = static_cast<int>(s.code());
+      return write(fd, &code, sizeof code) == sizeof code ? 0 : 3;
+    });
+    int code = -1;
+    REQUIRE(read(worker.fd, &code, sizeof code) == sizeof code);
+    close(worker.fd);
+    REQUIRE(Reap(worker.pid) == 0);
+    CHECK(code == static_cast<int>(Status::Code::kNoSpace));
     CHECK(PutUntilFull(store.get(), &stored) > kItems / 2);
     CheckServed(store.get(), stored);
     CHECK(store->Stats().disk_put_errors > 0);
