@@ -46,7 +46,7 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
     if (moves.empty()) return Status::OK();
     const Segment* active = WriterSegment(active_);
     batch.Put(SegmentKey(active->number), Fixed64(active->size));
-    OPT4STORE_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), "write index"));
+    OPT4STORE_RETURN_IF_ERROR(IndexWritten(db_->Write(WriteOpts(), &batch), "write index"));
     batch.Clear();
     MutexLock lock(&mu_);
     for (const Move& m : moves) {
@@ -112,7 +112,9 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
   }
   OPT4STORE_RETURN_IF_ERROR(env_->DeleteFile(SegmentPath(seg->name)));
   dir_dirty_ = true;
-  db_->Delete(WriteOpts(), SegmentKey(seg->number)).PermitUncheckedError();  // Open drops it too
+  // Open drops the key too.
+  IndexWritten(db_->Delete(WriteOpts(), SegmentKey(seg->number)), "drop segment key")
+      .PermitUncheckedError();
   {
     MutexLock lock(&mu_);
     file_bytes_ -= seg->size;
@@ -127,6 +129,7 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
 Status DiskTier::Impl::Compact() {
   MutexLock wlock(&write_mu_);
   if (closed_) return Status::IOError("disk tier is closed");
+  OPT4STORE_RETURN_IF_ERROR(ResumeIndex());
   std::vector<std::pair<double, uint32_t>> candidates;  // (live ratio, segment number)
   {
     MutexLock lock(&mu_);

@@ -215,7 +215,8 @@ void DiskTier::Impl::DropCorruptLocked(ItemId id, const DiskIndex::Location& loc
   corrupt_.fetch_add(1, std::memory_order_relaxed);
   // Best effort: if the delete is lost, the next Open finds the record
   // again and the next read drops it again.
-  db_->Delete(WriteOpts(), IndexKey(id)).PermitUncheckedError();
+  IndexWritten(db_->Delete(WriteOpts(), IndexKey(id)), "drop a corrupt record")
+      .PermitUncheckedError();
 }
 
 }  // namespace opt4store

@@ -34,6 +34,17 @@ Status DiskTier::Impl::Open() {
 
   bool create = false;
   OPT4STORE_RETURN_IF_ERROR(CheckIndexBeforeOpen(&create));
+  // RocksDB's open and Recover write (a new MANIFEST, OPTIONS file and WAL,
+  // the recovered batch): on a full disk the reserve's space is theirs. A
+  // failed open puts back what it released; a good one makes it whole.
+  uint64_t released = 0;
+  OPT4STORE_RETURN_IF_ERROR(ReleaseReserve(&released));
+  Status s = OpenIndex(create);
+  MakeReserve(s.ok() ? kReserveBytes : released);
+  return s;
+}
+
+Status DiskTier::Impl::OpenIndex(bool create) {
   rocksdb::Options ro = IndexOptions();
   ro.create_if_missing = create;
   rocksdb::DB* db = nullptr;
@@ -81,7 +92,42 @@ rocksdb::Options DiskTier::Impl::IndexOptions() const {
   ro.max_background_jobs = 2;
   ro.write_buffer_size = 16 << 20;
   ro.compression = rocksdb::kNoCompression;  // 37-byte values; not worth it
+  // A full disk (see the reserve): recovery replays the WAL into the
+  // memtable instead of writing it out as a table (which would need up to
+  // write_buffer_size bytes), and nothing is preallocated (RocksDB would
+  // take a WAL's worth of blocks up front, the reserve's included).
+  ro.avoid_flush_during_recovery = true;
+  ro.allow_fallocate = false;
   return ro;
+}
+
+Status DiskTier::Impl::ReleaseReserve(uint64_t* released) {
+  *released = 0;
+  const std::string path = dir_ + "/" + kReserveName;
+  Status s = env_->GetFileSize(path, released);
+  if (s.IsNotFound()) return Status::OK();
+  OPT4STORE_RETURN_IF_ERROR(s);
+  return env_->DeleteFile(path);
+}
+
+void DiskTier::Impl::MakeReserve(uint64_t bytes) {
+  const std::string path = dir_ + "/" + kReserveName;
+  uint64_t size = 0;
+  if (bytes == 0 || (env_->GetFileSize(path, &size).ok() && size >= bytes)) return;
+  std::unique_ptr<File> file;
+  if (!env_->OpenFile(path, FileOptions(), &file).ok()) return;
+  // Zeros written, not fallocate: every file system and Env can. A disk
+  // short of space keeps what fits less one chunk, which this session's
+  // small index writes (the manifest, the cursor at Close) then use.
+  const std::string zeros(kReserveChunk, '\0');
+  for (; size < bytes; size += zeros.size()) {
+    const std::string_view part(zeros.data(), std::min<uint64_t>(zeros.size(), bytes - size));
+    if (!file->Write(size, &part, 1).ok()) {
+      size = size > kReserveChunk ? size - kReserveChunk : 0;
+      break;
+    }
+  }
+  file->Truncate(std::min(size, bytes)).PermitUncheckedError();
 }
 
 Status DiskTier::Impl::DamagedIndex(const std::string& why) const {

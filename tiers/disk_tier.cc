@@ -69,7 +69,33 @@ Status DiskTier::Impl::SyncDirty() {
     OPT4STORE_RETURN_IF_ERROR(env_->SyncDir(segment_dir_));
     dir_dirty_ = false;
   }
+  OPT4STORE_RETURN_IF_ERROR(ResumeIndex());
   return FromRocks(db_->FlushWAL(/*sync=*/true), "sync index");
+}
+
+Status DiskTier::Impl::IndexWritten(const rocksdb::Status& rs, const std::string& what) {
+  if (!rs.ok()) {
+    index_stopped_.store(rs.IsNoSpace() ? kStoppedNoSpace : kStoppedError,
+                         std::memory_order_release);
+  }
+  return FromRocks(rs, what);
+}
+
+Status DiskTier::Impl::ResumeIndex() {
+  const int stopped = index_stopped_.load(std::memory_order_acquire);
+  if (stopped == kRunning) return Status::OK();
+  // After a NoSpace, RocksDB runs its own recovery, and Resume answers
+  // Busy while it does; measured with RocksDB 7.8 on a full tmpfs, that
+  // stays so even once space is back, so the writes stay refused until
+  // the store is reopened (which works, full disk or not).
+  const rocksdb::Status rs = db_->Resume();
+  if (rs.IsBusy() || (!rs.ok() && stopped == kStoppedNoSpace)) {
+    return Status::NoSpace("the index stopped taking writes when one found the disk full (" +
+                           rs.ToString() + "); free space, then reopen the store");
+  }
+  OPT4STORE_RETURN_IF_ERROR(FromRocks(rs, "resume the index after a failed write"));
+  index_stopped_.store(kRunning, std::memory_order_release);
+  return Status::OK();
 }
 
 Status DiskTier::Impl::Flush() {
@@ -182,8 +208,9 @@ Status DiskTier::Impl::PutMeta(std::string_view key, std::string_view value) {
   if (closed_) return Status::IOError("disk tier is closed");
   std::string k(1, kUserTag);
   k.append(key.data(), key.size());
-  return FromRocks(db_->Put(WriteOpts(), k, rocksdb::Slice(value.data(), value.size())),
-                   "put meta");
+  OPT4STORE_RETURN_IF_ERROR(ResumeIndex());
+  return IndexWritten(db_->Put(WriteOpts(), k, rocksdb::Slice(value.data(), value.size())),
+                      "put meta");
 }
 
 Status DiskTier::Impl::GetMeta(std::string_view key, std::string* value) {

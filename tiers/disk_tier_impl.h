@@ -35,6 +35,15 @@
 namespace opt4store {
 
 constexpr uint64_t kMaxSegmentBytes = uint64_t{2} << 30;
+// The reserve file beside the index, and its size. An open writes a
+// MANIFEST and an OPTIONS file of a few KiB each and a new WAL with
+// Recover's batch (about 50 bytes per segment and per re-indexed record;
+// the replayed WAL stays in the memtable): 1 MiB holds that many times
+// over for stores of thousands of segments, not for millions of records
+// to re-index on a full disk.
+constexpr const char* kReserveName = "RESERVE";
+constexpr uint64_t kReserveBytes = uint64_t{1} << 20;
+constexpr uint64_t kReserveChunk = uint64_t{64} << 10;
 constexpr uint64_t kMinSegmentBytes = 4096;
 // Compaction collects the records of a segment from the index in chunks of
 // this many ids, releasing mu_ in between so that readers get through.
@@ -128,8 +137,24 @@ class DiskTier::Impl {
   }
   std::string SegmentPath(const std::string& name) const { return segment_dir_ + "/" + name; }
 
+  // A RocksDB write's status. After a failed write (a full disk) RocksDB
+  // takes no more writes until it is resumed, and syncing its WAL then
+  // trips an assertion inside RocksDB: the failure is remembered, and
+  // ResumeIndex (called before each mutation and sync) tries to resume it.
+  Status IndexWritten(const rocksdb::Status& rs, const std::string& what);
+  // OK when the index takes writes (again); else why not (NoSpace ...).
+  Status ResumeIndex();
   // RocksDB's options for the index, the same for Open and Repair.
   rocksdb::Options IndexOptions() const;
+  // Open's part after the checks: RocksDB, the format key, Recover.
+  Status OpenIndex(bool create);
+  // The reserve (kReserveName): headroom that Open frees before RocksDB
+  // writes anything, so that a store opens on a full disk. Release deletes
+  // it (*released: its size); Make writes it back up to `bytes`, or as
+  // much as fits (best effort: without it the store still works, but a
+  // later open on a full disk may fail).
+  Status ReleaseReserve(uint64_t* released);
+  void MakeReserve(uint64_t bytes);
   // Before RocksDB touches the index: whether it may create one (a new
   // store), or Corruption when the index is gone but records are not.
   Status CheckIndexBeforeOpen(bool* create);
@@ -189,6 +214,9 @@ class DiskTier::Impl {
   std::unique_ptr<FileLock> lock_;
   std::unique_ptr<rocksdb::DB> db_;
   std::atomic<bool> closed_{false};
+  // Whether a RocksDB write failed, and how; see IndexWritten.
+  enum : int { kRunning, kStoppedNoSpace, kStoppedError };
+  std::atomic<int> index_stopped_{kRunning};
 
   Mutex write_mu_ ACQUIRED_BEFORE(mu_);
   uint16_t active_ GUARDED_BY(write_mu_) = 0;  // slot of the active segment

@@ -31,6 +31,7 @@ Status DiskTier::Impl::Put(ItemId id, std::string_view meta, std::string_view pa
 
   MutexLock wlock(&write_mu_);
   if (closed_) return Status::IOError("disk tier is closed");
+  OPT4STORE_RETURN_IF_ERROR(ResumeIndex());
   const uint64_t size = rec.size();
   OPT4STORE_RETURN_IF_ERROR(MakeRoom(size, evicted));
   SealRecord(next_sequence_, &rec);
@@ -52,7 +53,7 @@ Status DiskTier::Impl::Put(ItemId id, std::string_view meta, std::string_view pa
                                                           static_cast<uint32_t>(offset))));
   batch.Put(SegmentKey(seg->number), Fixed64(offset + size));
   batch.Put(kSequenceKey, Fixed64(next_sequence_));
-  Status s = FromRocks(db_->Write(WriteOpts(), &batch), "write index");
+  Status s = IndexWritten(db_->Write(WriteOpts(), &batch), "write index");
   if (!s.ok()) {
     RollBack(slot, offset);
     return s;
@@ -139,7 +140,7 @@ Status DiskTier::Impl::RollOver() {
   rocksdb::WriteBatch batch;
   batch.Put(kNextSegmentKey, Fixed64(uint64_t{number} + 1));
   batch.Put(SegmentKey(number), Fixed64(0));
-  OPT4STORE_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), "write segment list"));
+  OPT4STORE_RETURN_IF_ERROR(IndexWritten(db_->Write(WriteOpts(), &batch), "write segment list"));
   next_segment_number_ = number + 1;
 
   std::unique_ptr<Segment> seg;
@@ -224,12 +225,13 @@ Status DiskTier::Impl::EvictOne(std::vector<ItemId>* evicted) {
   }
   evictions_.fetch_add(1, std::memory_order_relaxed);
   if (evicted != nullptr) evicted->push_back(victim);
-  return FromRocks(db_->Delete(WriteOpts(), IndexKey(victim)), "evict from index");
+  return IndexWritten(db_->Delete(WriteOpts(), IndexKey(victim)), "evict from index");
 }
 
 Status DiskTier::Impl::Delete(ItemId id) {
   MutexLock wlock(&write_mu_);
   if (closed_) return Status::IOError("disk tier is closed");
+  OPT4STORE_RETURN_IF_ERROR(ResumeIndex());
   {
     MutexLock lock(&mu_);
     DiskIndex::Location loc;
@@ -239,7 +241,7 @@ Status DiskTier::Impl::Delete(ItemId id) {
     segments_[loc.slot]->live_bytes -= loc.length;
     live_bytes_ -= loc.length;
   }
-  return FromRocks(db_->Delete(WriteOpts(), IndexKey(id)), "delete from index");
+  return IndexWritten(db_->Delete(WriteOpts(), IndexKey(id)), "delete from index");
 }
 
 // Files first, then the index: a crash in between leaves index entries and
@@ -248,6 +250,7 @@ Status DiskTier::Impl::Delete(ItemId id) {
 Status DiskTier::Impl::Clear() {
   MutexLock wlock(&write_mu_);
   if (closed_) return Status::IOError("disk tier is closed");
+  OPT4STORE_RETURN_IF_ERROR(ResumeIndex());
   std::vector<std::string> names;
   {
     MutexLock lock(&mu_);
@@ -285,7 +288,7 @@ Status DiskTier::Impl::Clear() {
   }
   rocksdb::WriteOptions wo;
   wo.sync = syncing();
-  return FromRocks(db_->Write(wo, &batch), "clear index");
+  return IndexWritten(db_->Write(wo, &batch), "clear index");
 }
 
 Status DiskTier::Impl::OpenSegment(uint32_t number, std::unique_ptr<Segment>* segment) {

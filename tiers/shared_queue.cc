@@ -211,7 +211,8 @@ Status SharedQueue::TryPush(uint32_t tag, const void* data, uint64_t size) {
   return TryPushv(tag, &part, 1);
 }
 
-Status SharedQueue::TryPushv(uint32_t tag, const struct iovec* parts, int num_parts) {
+Status SharedQueue::TryPushv(uint32_t tag, const struct iovec* parts, int num_parts,
+                             uint64_t* end) {
   uint64_t size = 0;
   for (int i = 0; i < num_parts; ++i) size += parts[i].iov_len;
   if (size > max_message_) {
@@ -254,6 +255,7 @@ Status SharedQueue::TryPushv(uint32_t tag, const struct iovec* parts, int num_pa
   Hook(PushStage::kHoldingLock);
   h.tail.store(position + record, std::memory_order_release);  // I1: the one visible change
   Unlock();
+  if (end != nullptr) *end = position + record;
 
   Hook(PushStage::kReserved);
   char* dst = reinterpret_cast<char*>(r) + kRecordHeaderBytes;
@@ -280,6 +282,10 @@ Status SharedQueue::TryPushv(uint32_t tag, const struct iovec* parts, int num_pa
   h.commits.fetch_add(1, std::memory_order_seq_cst);  // I5
   if (h.consumer_waiting.load(std::memory_order_seq_cst) != 0) FutexWake(&h.commits, 1);
   return Status::OK();
+}
+
+uint64_t SharedQueue::PoppedThrough() const {
+  return header_->head.load(std::memory_order_acquire);  // I3
 }
 
 // ---------------------------------------------------------------- consumer

@@ -111,8 +111,15 @@ class SharedQueue {
   // Never waits for space.
   Status TryPush(uint32_t tag, const void* data, uint64_t size);
   // The same, gathering the payload from several pieces (a header and a
-  // value, without concatenating them first).
-  Status TryPushv(uint32_t tag, const struct iovec* parts, int num_parts);
+  // value, without concatenating them first). *end (when not null): the
+  // ring position just past the message; once PoppedThrough() reaches it,
+  // the consumer is done with the message.
+  Status TryPushv(uint32_t tag, const struct iovec* parts, int num_parts,
+                  uint64_t* end = nullptr);
+  // Any process: the consumer's head, in bytes since creation. Every
+  // message whose end is at or below it has been popped (or skipped, its
+  // producer dead). The store pops a message only after acting on it.
+  uint64_t PoppedThrough() const;
 
   // ---- the consumer
 

@@ -7,7 +7,7 @@ namespace opt4store {
 namespace {
 
 constexpr uint64_t kMagic = 0x6f707434637472ull;  // "opt4ctr"
-constexpr uint32_t kVersion = 3;  // 3: the disk tier's gauges
+constexpr uint32_t kVersion = 4;  // 3: the disk tier's gauges; 4: sync_every, the last write error
 
 uint64_t RingOffset() { return (sizeof(ControlBlock::Header) + 4095) & ~uint64_t{4095}; }
 uint64_t BitsOffset() { return RingOffset() + ControlBlock::kRingSize * 8; }

@@ -3,7 +3,8 @@
 // request queue.
 //
 //   header     names of the RAM tier and queue segments (for Attach), the
-//              dataset size, the fetch timeout, the owner's frontier
+//              dataset size, the fetch timeout, the sync mode, the owner's
+//              frontier
 //   counters   reader counters (accesses, hits, source loads ...), relaxed atomics
 //              summed over every process, and the owner's gauges as it last
 //              published them
@@ -106,7 +107,9 @@ class ControlBlock {
   struct Header {
     uint64_t magic;
     uint32_t version;
-    uint32_t reserved;
+    // Set by the owner before any reader attaches: sync="every" with a disk
+    // tier, so a reader's Put waits until the owner has written it.
+    uint32_t sync_every;
     uint64_t dataset_size;
     int64_t fetch_timeout_ms;
     char ram_name[kMaxNameBytes + 1];
@@ -119,6 +122,9 @@ class ControlBlock {
     std::atomic<uint64_t> warned;
     // The first position of the epoch the readers began last (BeginEpoch).
     std::atomic<uint64_t> epoch_start;
+    // Owner: the Status code of its latest failed disk-tier write (0: none),
+    // which a reader's sync="every" Put reports when its value is not on disk.
+    std::atomic<uint32_t> put_error_code;
     alignas(64) SharedCounters counters;
     alignas(64) OwnerGauges gauges;
   };

@@ -352,6 +352,7 @@ Status Store::Impl::Put(uint64_t position, ItemId id, std::string_view meta,
   struct iovec parts[3] = {{&h, sizeof(h)},
                            {const_cast<char*>(meta.data()), meta.size()},
                            {const_cast<char*>(payload.data()), payload.size()}};
+  if (ctl_->header()->sync_every != 0) return PutDurably(id, parts, 3);
   Status s = queue_->TryPushv(kMsgPut, parts, 3);
   if (s.ok()) return s;
   ctl_->counters().puts_dropped.fetch_add(1, std::memory_order_relaxed);
@@ -361,6 +362,47 @@ Status Store::Impl::Put(uint64_t position, ItemId id, std::string_view meta,
     return Status::OK();
   }
   return s;
+}
+
+// sync="every" in a reader process. The owner pops a put message only
+// after its disk write (synced, as every one of its writes then) returned,
+// so the Put is durable once the queue's head passes the message and the
+// id's on-disk bit is set. A full queue is retried, not dropped; all of it
+// within fetch_timeout_ms.
+Status Store::Impl::PutDurably(ItemId id, const struct iovec* parts, int num_parts) {
+  const ControlBlock::Header* h = ctl_->header();
+  const int64_t deadline = NowNs() + options_.fetch_timeout_ms * 1000000;
+  const std::string what = "sync=\"every\": the Put of id " + std::to_string(id);
+  auto owner_gone = [&] { return h->owner_closed.load(std::memory_order_acquire) != 0; };
+  auto pause = [](int64_t* us) {
+    std::this_thread::sleep_for(std::chrono::microseconds(*us));
+    *us = std::min<int64_t>(*us * 2, 2000);
+  };
+  uint64_t end = 0;
+  Status s;
+  for (int64_t us = 20;; pause(&us)) {
+    if (owner_gone()) return Status::IOError(what + " was not written: the store's owner closed");
+    s = queue_->TryPushv(kMsgPut, parts, num_parts, &end);
+    if (!s.IsBusy() || NowNs() > deadline) break;
+  }
+  if (!s.ok()) {
+    ctl_->counters().puts_dropped.fetch_add(1, std::memory_order_relaxed);
+    return s.WithContext(what + " could not be sent to the owner");
+  }
+  for (int64_t us = 20; queue_->PoppedThrough() < end; pause(&us)) {
+    if (owner_gone()) return Status::IOError(what + " was not written: the store's owner closed");
+    if (NowNs() > deadline) {
+      return Status::IOError(what + " is not durable: the owner did not write it within " +
+                             "fetch_timeout_ms=" + std::to_string(options_.fetch_timeout_ms));
+    }
+  }
+  if (ctl_->OnDisk(id)) return Status::OK();
+  const std::string failed = what + " is not durable: the owner's disk tier refused it";
+  if (h->put_error_code.load(std::memory_order_acquire) ==
+      static_cast<uint32_t>(Status::Code::kNoSpace)) {
+    return Status::NoSpace(failed + " (no space)");
+  }
+  return Status::IOError(failed);
 }
 
 }  // namespace opt4store

@@ -156,6 +156,9 @@ class Store::Impl : private ResidencyTiers {
   Status WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms, ReadSink* sink,
                      bool* found);
   void Mark(uint64_t position, ItemId id);
+  // A reader process's Put with sync="every": returns once the owner has
+  // written the value (OK), or why it could not (NoSpace, IOError).
+  Status PutDurably(ItemId id, const struct iovec* parts, int num_parts);
   // Whether `from` lies in an epoch before `position`'s: its read is over.
   bool InEarlierEpoch(uint64_t from, uint64_t position) const;
   bool PlanPosition(uint64_t position) const {

@@ -234,6 +234,7 @@ Status Store::Impl::CreateShared() {
   OPT4STORE_RETURN_IF_ERROR(ControlBlock::Create(options_.shm_prefix + "-ctl", dataset_size_,
                                                  options_.fetch_timeout_ms, ram_->name(),
                                                  queue_->name(), &ctl_));
+  ctl_->header()->sync_every = disk_ && effective_.sync == StoreOptions::SyncMode::kEveryPut;
   ResidencyOptions ro;
   ro.num_ids = dataset_size_;
   ro.ram_items = effective_.ram_items;

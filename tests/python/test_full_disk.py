@@ -1,0 +1,131 @@
+"""A full disk, for real, from Python: a child interpreter runs in a mount
+namespace of its own (`unshare -m`) on a 16 MiB tmpfs it fills. Puts with
+sync="every" raise NoSpaceError, what the store holds is still served, a
+reopen on the disk that is still full works (and so does the CLI's verify),
+and once space is back the store takes Puts again. Skipped, saying why,
+where the mount is impossible. tests/store_full_disk_test.cc covers the
+same in C++, with more cases."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from o4s_testlib import child_env
+
+CHILD = r"""
+import json, os, subprocess, sys
+import torch
+import opt4store
+from opt4store import NO_POSITION
+
+mnt = sys.argv[1]
+path = os.path.join(mnt, "store")
+
+def value(i):
+    return torch.full((16 * 1024,), i % 251, dtype=torch.uint8)
+
+def served(store, n):
+    found = 0
+    for i in range(n):
+        v = store.get(NO_POSITION, i)
+        if v is not None:
+            assert torch.equal(v, value(i)), f"wrong value for {i}"
+            found += 1
+    return found
+
+def put_all(store, n, stored):
+    refused = []
+    for i in range(n):
+        if i in stored:
+            continue
+        try:
+            store.put(NO_POSITION, i, value(i))
+            stored.add(i)
+        except opt4store.NoSpaceError as e:
+            refused.append(str(e))
+    return refused
+
+n, stored = 600, set()
+s = opt4store.Store(path, ram_items=20, disk="256MiB", sync="every")
+s.bind(n)
+for i in range(100):
+    s.put(NO_POSITION, i, value(i))
+    stored.add(i)
+def fill():  # the user's other files, to the last byte
+    fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    for chunk in (1 << 16, 4096, 1):
+        try:
+            while True:
+                os.write(fd, b"f" * chunk)
+        except OSError:
+            pass
+    os.close(fd)
+
+fill()
+refused = put_all(s, n, stored)
+assert refused, "no Put was refused on the full disk"
+assert served(s, n) >= len(stored)
+s.close()
+stored_while_full = len(stored)
+
+fill()  # a refused write's bytes were freed again
+s = opt4store.Store(path, sync="every")  # reopens at once: the store exists
+s.bind(n)
+after_reopen = served(s, n)
+s.close()
+fill()
+verify = subprocess.run([os.environ["OPT4STORE_CLI"], "verify", path],
+                        capture_output=True, text=True)
+
+os.unlink(os.path.join(mnt, "filler"))
+s = opt4store.Store(path, sync="every")
+s.bind(n)
+refused_after = put_all(s, n, stored)
+final = served(s, n)
+s.close()
+print(json.dumps({"refused": len(refused), "message": refused[0], "stored": stored_while_full,
+                  "after_reopen": after_reopen, "verify_rc": verify.returncode,
+                  "verify": verify.stdout + verify.stderr,
+                  "refused_after": len(refused_after), "final": final}))
+"""
+
+
+def _cli():
+    build = os.environ.get("OPT4STORE_BUILD_DIR")
+    path = os.path.join(build, "tools", "opt4store") if build else shutil.which("opt4store")
+    return path if path and os.path.exists(path) else None
+
+
+def test_full_disk_no_space_error_serving_reopen_and_recovery(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs to fill needs root")
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1) to make a mount namespace")
+    cli = _cli()
+    if cli is None:
+        pytest.skip("the opt4store CLI is not built (OPT4STORE_BUILD_DIR)")
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            f"mount -t tmpfs -o size=1m opt4store-test '{mnt}'"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs in a mount namespace: {probe.stderr.strip()}")
+    env = child_env()
+    env["OPT4STORE_CLI"] = cli
+    script = ('mount -t tmpfs -o size=16m opt4store-test "$1" && shift && exec "$@"')
+    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+                           str(mnt), sys.executable, "-c", CHILD, str(mnt)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"child failed\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["refused"] > 0
+    assert "space" in r["message"]
+    assert r["after_reopen"] == r["stored"]  # every acknowledged Put, from disk
+    assert r["verify_rc"] == 0, r["verify"]
+    assert r["refused_after"] == 0
+    assert r["final"] == 600
