@@ -7,10 +7,12 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "engine/base/checked_math.h"
+#include "engine/base/npy_header.h"
 #include "opt4store/status.h"
 #include "opt4store/store.h"
 #include "opt4store/value.h"
@@ -138,4 +140,23 @@ TEST_CASE("create --plan copies the plan: the store keeps it when the file chang
   INFO(text);
   CHECK(text.find("plan.txt") != std::string::npos);
   CHECK(CliOk(dir, {"get", moved, "3", "-o", "-"}) == "three");
+}
+
+TEST_CASE("import refuses an .npy header whose shape overflows 64 bits", "[limits]") {
+  TempDir dir;
+  const std::string store = opt4store_test::CreateStore(dir, 4);
+  const std::vector<std::vector<uint64_t>> shapes = {
+      {2, uint64_t{1} << 62, 4},                     // 2^65 bytes
+      {uint64_t{1} << 63, uint64_t{1} << 62},        // rows times a row
+  };
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string npy = dir.File("huge" + std::to_string(i) + ".npy");
+    WriteBytes(npy, EncodeNpyHeader("|u1", shapes[i]) + std::string(64, '\0'));
+    CliResult r = Cli(dir, {"import", store, "--from", npy});
+    INFO(npy);
+    CheckFails(r);
+    CHECK(r.err.find("overflows") != std::string::npos);
+  }
+  // The store is untouched and still opens.
+  CliOk(dir, {"verify", store});
 }
