@@ -318,6 +318,26 @@ TEST_CASE("RamTier: a request larger than the real /dev/shm fails cleanly", "[ra
   CHECK(removed == 0);
 }
 
+TEST_CASE("RamTier: past the largest segment, the message names the real free space", "[ram]") {
+  // A /dev/shm of 2^60 bytes; the request is over SharedSegment's 2^56.
+  RamTierOptions o;
+  o.num_items = 10;
+  o.name_prefix = TestPrefix("past");
+  o.free_space_for_testing = [](const std::string&, uint64_t* free_bytes) {
+    *free_bytes = uint64_t{1} << 60;
+    return Status::OK();
+  };
+  for (uint64_t capacity : {(uint64_t{1} << 57), ~uint64_t{0}}) {
+    o.capacity_bytes = capacity;
+    std::unique_ptr<RamTier> t;
+    Status s = RamTier::Create(o, &t);
+    INFO(s.ToString());
+    REQUIRE(s.IsNoSpace());
+    CHECK(NamesNumber(s.message(), uint64_t{1} << 60));
+    CHECK(s.message().find("1.00 EiB free") != std::string::npos);
+  }
+}
+
 TEST_CASE("RamTier: bad options are InvalidArgument", "[ram]") {
   std::unique_ptr<RamTier> t;
   RamTierOptions o;

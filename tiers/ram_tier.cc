@@ -110,6 +110,19 @@ Status RamTier::Create(const RamTierOptions& options, std::unique_ptr<RamTier>* 
     return Status::InvalidArgument("RamTier: num_items must be in [1, 2^32 - 1], got " +
                                    std::to_string(options.num_items));
   }
+  SharedSegmentOptions so;
+  so.prefix = options.name_prefix;
+  so.what = "RAM tier";
+  so.remedy = "lower ram=";
+  so.reserve = options.reserve_memory;
+  so.free_space = options.free_space_for_testing;
+  if (options.capacity_bytes > SharedSegment::kMaxSegmentBytes) {
+    // The layout below would overflow: let Create refuse the size, naming
+    // the free space.
+    std::unique_ptr<SharedSegment> refused;
+    Status s = SharedSegment::Create(so, options.capacity_bytes, &refused);
+    return s.ok() ? Status::NoSpace("RamTier: capacity_bytes is too large") : s;
+  }
   // The offset field holds 32 bits of units: grow the unit for arenas over
   // 256 GiB rather than limit the arena.
   uint32_t shift = kMinUnitShift;
@@ -124,12 +137,6 @@ Status RamTier::Create(const RamTierOptions& options, std::unique_ptr<RamTier>* 
   const uint64_t arena_offset = RoundUp(table_offset + options.num_items * sizeof(Entry), kPage);
   const uint64_t data_bytes = arena_offset + arena_bytes;
 
-  SharedSegmentOptions so;
-  so.prefix = options.name_prefix;
-  so.what = "RAM tier";
-  so.remedy = "lower ram=";
-  so.reserve = options.reserve_memory;
-  so.free_space = options.free_space_for_testing;
   std::unique_ptr<SharedSegment> segment;
   OPT4STORE_RETURN_IF_ERROR(SharedSegment::Create(so, data_bytes, &segment));
 

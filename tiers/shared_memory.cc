@@ -30,6 +30,7 @@
 #include <cstring>
 #include <utility>
 
+#include "engine/base/checked_math.h"
 #include "opt4store/sizes.h"
 
 namespace opt4store {
@@ -44,6 +45,7 @@ namespace {
 constexpr uint64_t kSegmentMagic = 0x31474553'53345F4FULL;  // "O_4SSEG1"
 constexpr uint32_t kSegmentVersion = 1;
 constexpr uint64_t kPageBytes = 4096;
+constexpr uint64_t kMaxSegmentBytes = SharedSegment::kMaxSegmentBytes;
 constexpr int kMaxNameAttempts = 1000;
 
 struct SegmentHeader {
@@ -242,7 +244,8 @@ void FutexWake(const void* word, int32_t count) {
 Status FreeSpace(const std::string& dir, uint64_t* free_bytes) {
   struct statvfs vfs;
   if (statvfs(dir.c_str(), &vfs) != 0) return Status::FromErrno("statvfs " + dir, errno);
-  *free_bytes = static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
+  // Saturates: a file system larger than 2^64 bytes has "everything" free.
+  *free_bytes = SaturatingMul(static_cast<uint64_t>(vfs.f_bavail), static_cast<uint64_t>(vfs.f_frsize));
   return Status::OK();
 }
 
@@ -283,18 +286,20 @@ Status SharedSegment::Create(const SharedSegmentOptions& options, uint64_t data_
                                    options.prefix + "\"");
   }
   if (data_bytes == 0) return Status::InvalidArgument("shared segment of 0 bytes");
-  if (data_bytes > (uint64_t{1} << 56)) {
-    return Status::NoSpace(NoSpaceMessage(options, data_bytes, 0));
-  }
   if (options.remove_stale) {
     // Best effort: a directory we cannot scan must not stop the creation.
     RemoveStale(options.shm_dir, options.prefix, nullptr).PermitUncheckedError();
   }
-  const uint64_t total = kHeaderBytes + RoundUp(data_bytes, kPageBytes);
-
   uint64_t free_bytes = 0;
   Status probe = options.free_space ? options.free_space(options.shm_dir, &free_bytes)
                                     : DefaultFreeSpace(options.shm_dir, &free_bytes);
+  // Above kMaxSegmentBytes no mapping is attempted, whatever is free; the
+  // message still names the real free space.
+  if (data_bytes > kMaxSegmentBytes) {
+    return Status::NoSpace(NoSpaceMessage(options, data_bytes, probe.ok() ? free_bytes : 0) +
+                           "; a shared segment holds at most " + FormatSize(kMaxSegmentBytes));
+  }
+  const uint64_t total = kHeaderBytes + RoundUp(data_bytes, kPageBytes);
   if (probe.ok() && free_bytes < total) {
     return Status::NoSpace(NoSpaceMessage(options, total, free_bytes));
   }

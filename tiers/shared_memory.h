@@ -78,7 +78,8 @@ void FutexWake(const void* word, int32_t count);
 
 // ---------------------------------------------------------------- free space
 
-// Free bytes of the filesystem holding `dir` (statvfs f_bavail * f_frsize).
+// Free bytes of the filesystem holding `dir` (statvfs f_bavail * f_frsize,
+// saturated at 2^64 - 1).
 Status FreeSpace(const std::string& dir, uint64_t* free_bytes);
 
 }  // namespace shm
@@ -113,6 +114,9 @@ class SharedSegment {
  public:
   // Bytes in front of data(): the segment header, one page.
   static constexpr uint64_t kHeaderBytes = 4096;
+  // The largest data_bytes Create accepts (64 PiB): far above any /dev/shm,
+  // low enough that the sizes around it cannot overflow 64 bits.
+  static constexpr uint64_t kMaxSegmentBytes = uint64_t{1} << 56;
 
   // Creates, sizes, reserves and maps a new object with data_bytes of zeroed
   // user data. Returns NoSpace (naming the sizes) when /dev/shm is too small.

@@ -65,8 +65,8 @@ Status BuildStoreOptions(const CreateCommandOptions& o, StoreOptions* so) {
   if (HasPlan(o.plan)) {
     PlanSpec spec;
     OPT4STORE_RETURN_IF_ERROR(BuildPlanSpec(o.plan, &spec));
-    // The manifest keeps the plan file's path for later opens, which may
-    // run from another directory.
+    // The store keeps a copy of the plan file (Store::Open makes it); the
+    // absolute path names the original in messages.
     if (spec.kind == SamplerKind::kFile) {
       std::error_code ec;
       const std::filesystem::path absolute = std::filesystem::absolute(spec.path, ec);

@@ -17,8 +17,8 @@ Quick start::
 
 import torch  # noqa: F401  (loads libtorch before the extension needs it)
 
-from ._errors import (BusyError, CorruptionError, Error, InvalidArgumentError, IOError_,
-                      NoSpaceError, NotFoundError, OutOfRangeError, StaleStoreError)
+from ._errors import (BusyError, CorruptionError, Error, InvalidArgumentError, InvalidTypeError,
+                      IOError_, NoSpaceError, NotFoundError, OutOfRangeError, StaleStoreError)
 from ._sizes import parse_size
 from .dataset import CachedDataset
 from .device import DeviceLoader, to_device
@@ -29,8 +29,9 @@ from .store import NO_POSITION, Store
 __all__ = [
     "Store", "PlannedSampler", "PlannedIndex", "CachedDataset", "DataLoader", "to_device",
     "DeviceLoader",
-    "Error", "InvalidArgumentError", "BusyError", "NoSpaceError", "CorruptionError",
-    "NotFoundError", "OutOfRangeError", "IOError_", "StaleStoreError", "parse_size",
+    "Error", "InvalidArgumentError", "InvalidTypeError", "BusyError", "NoSpaceError",
+    "CorruptionError", "NotFoundError", "OutOfRangeError", "IOError_", "StaleStoreError",
+    "parse_size",
     "NO_POSITION",
 ]
 __version__ = "0.1.0"

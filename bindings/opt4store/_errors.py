@@ -11,6 +11,11 @@ class InvalidArgumentError(Error, ValueError):
     """Options that contradict each other or the existing store, a bad plan."""
 
 
+class InvalidTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong type (a float or a bool where an int is
+    expected, a str where a path is): ``except TypeError`` catches it too."""
+
+
 class BusyError(Error):
     """Another process holds the store open for writing."""
 

@@ -10,7 +10,7 @@ byte; no sign, exponent, digit grouping or one-letter unit ('k').
 import operator
 
 from . import _core
-from ._errors import InvalidArgumentError
+from ._errors import InvalidArgumentError, InvalidTypeError
 
 _MAX_SIZE = (1 << 64) - 1
 
@@ -19,17 +19,18 @@ def parse_size(value, name="size"):
     """Returns the byte count of ``value``: a string such as ``'2GiB'``, or an
     int (a numpy integer too) from 0 to 2**64 - 1, which passes through.
     ``None`` stays ``None`` (an option not given). Anything else, and a
-    string that is not a size, raises InvalidArgumentError naming ``name``."""
+    string that is not a size, raises InvalidArgumentError naming ``name``
+    (InvalidTypeError, also a TypeError, for a value of another type)."""
     if value is None:
         return None
     if isinstance(value, str):
         return _core.parse_size(value, name)
     if isinstance(value, bool):
-        raise InvalidArgumentError(f"{name}: expected a size, got {value!r}")
+        raise InvalidTypeError(f"{name}: expected a size, got {value!r}")
     try:
         count = operator.index(value)
     except TypeError:
-        raise InvalidArgumentError(
+        raise InvalidTypeError(
             f"{name}: expected a byte count (int) or a size string such as '2GiB', "
             f"got {type(value).__name__} {value!r}") from None
     if count < 0:

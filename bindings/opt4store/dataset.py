@@ -6,9 +6,11 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from ._errors import InvalidArgumentError, StaleStoreError
+from ._checks import MAX_UINT64, check_callable, check_int
+from ._errors import InvalidTypeError, StaleStoreError
 from ._values import same_value
-from .store import NO_POSITION, WARN_DRIFT
+from .sampler import PlannedSampler
+from .store import NO_POSITION, WARN_DRIFT, Store
 
 # The spot check looks for values the store holds this many ids at a time,
 # and picks its ids spread over the first _SPOT_CANDIDATES it finds.
@@ -47,11 +49,17 @@ class CachedDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, dataset, store, sampler=None, transform=None, spot_check=2):
-        if transform is not None and not callable(transform):
-            raise TypeError(f"transform= must be callable, got {type(transform).__name__}")
-        if isinstance(spot_check, bool) or not isinstance(spot_check, int) or spot_check < 0:
-            raise InvalidArgumentError(
-                f"spot_check: expected a non-negative int, got {spot_check!r}")
+        if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+            raise InvalidTypeError(f"dataset: expected a map-style Dataset (with __len__ and "
+                                   f"__getitem__), got {type(dataset).__name__}")
+        if not isinstance(store, Store):
+            raise InvalidTypeError(f"store: expected an opt4store.Store, got "
+                                   f"{type(store).__name__}")
+        if sampler is not None and not isinstance(sampler, PlannedSampler):
+            raise InvalidTypeError(f"sampler: expected an opt4store.PlannedSampler or None, got "
+                                   f"{type(sampler).__name__}")
+        check_callable("transform", transform)
+        spot_check = check_int("spot_check", spot_check, 0, MAX_UINT64)
         self.dataset = dataset
         self.store = store
         self.sampler = sampler

@@ -40,6 +40,24 @@ import threading
 
 import torch
 
+from ._checks import check_bool, check_int
+from ._errors import InvalidArgumentError, InvalidTypeError
+
+# The most batches DeviceLoader copies ahead: each holds a pinned buffer.
+_MAX_DEPTH = 1 << 10
+
+
+def check_device(name, device):
+    """``device`` (a str such as "cuda:0", an int CUDA index or a
+    torch.device) as a torch.device, or an opt4store error naming ``name``."""
+    if isinstance(device, bool) or not isinstance(device, (str, int, torch.device)):
+        raise InvalidTypeError(f"{name}: expected a torch.device, a str or an int, got "
+                               f"{type(device).__name__} {device!r}")
+    try:
+        return torch.device(device)
+    except (RuntimeError, ValueError, TypeError) as e:
+        raise InvalidArgumentError(f"{name}: {device!r} is not a device ({e})") from None
+
 
 def _apply(batch, fn):
     """batch with fn applied to each tensor in it, in a fixed order, and each
@@ -162,12 +180,13 @@ class DeviceLoader:
     the loader's."""
 
     def __init__(self, loader, device, non_blocking=True, depth=2):
-        if depth < 1:
-            raise ValueError("DeviceLoader: depth must be at least 1, got %r" % (depth,))
+        if not hasattr(loader, "__iter__"):
+            raise InvalidTypeError(f"loader: expected an iterable of batches, got "
+                                   f"{type(loader).__name__}")
         self.loader = loader
-        self.device = torch.device(device)
-        self.non_blocking = non_blocking
-        self.depth = depth
+        self.device = check_device("device", device)
+        self.non_blocking = check_bool("non_blocking", non_blocking)
+        self.depth = check_int("depth", depth, 1, _MAX_DEPTH)
         self._ring = None  # kept between iterations; the running one holds it
 
     def __len__(self):
@@ -202,7 +221,12 @@ def to_device(loader, device, non_blocking=True, depth=2):
     """Wraps a loader so that its batches arrive on ``device``, copied ahead
     of the caller through pinned memory on a side CUDA stream (DeviceLoader).
     On the CPU it is the identity: the loader itself is returned."""
-    device = torch.device(device)
+    device = check_device("device", device)
+    check_bool("non_blocking", non_blocking)
+    check_int("depth", depth, 1, _MAX_DEPTH)
+    if not hasattr(loader, "__iter__"):
+        raise InvalidTypeError(f"loader: expected an iterable of batches, got "
+                               f"{type(loader).__name__}")
     if device.type == "cpu":
         return loader
     return DeviceLoader(loader, device, non_blocking, depth)

@@ -31,6 +31,7 @@ import tempfile
 import time
 
 from . import _core
+from ._checks import check_int
 from ._errors import BusyError, Error, InvalidArgumentError
 
 _POLL_SECONDS = 0.05
@@ -93,7 +94,8 @@ def resolve_layout(local_rank=None, local_world_size=None):
             if dist is not None and dist.get_world_size() > 1:
                 return _hosts_layout(dist)
             local_rank, local_world_size = 0, 1
-    local_rank, local_world_size = int(local_rank), int(local_world_size)
+    local_rank = check_int("local_rank", local_rank, 0, None)
+    local_world_size = check_int("local_world_size", local_world_size, 1, None)
     if local_world_size < 1 or not 0 <= local_rank < local_world_size:
         raise InvalidArgumentError(
             f"local_rank {local_rank} does not fit local_world_size {local_world_size}")

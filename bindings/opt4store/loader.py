@@ -47,9 +47,10 @@ import torch
 import torch.utils.data
 
 from . import _batch_layout
-from ._errors import InvalidArgumentError
+from ._checks import MAX_UINT64, check_bool, check_callable, check_int, check_number, check_str
+from ._errors import InvalidArgumentError, InvalidTypeError
 from .dataset import CachedDataset
-from .device import to_device
+from .device import check_device, to_device
 from .sampler import PlannedIndex, PlannedSampler
 from .store import NO_POSITION
 
@@ -60,6 +61,11 @@ _default_collate = _batch_layout.default_collate
 _LENT_SLOTS = 2
 # Misses are split across the workers in jobs of at least this many rows.
 _MIN_JOB_ROWS = 4
+# The largest batch_size and num_workers taken: a batch of more rows than
+# the largest dataset (2**32 - 1 items), or more worker processes than a
+# host can run, is a mistake, not a request.
+_MAX_BATCH_SIZE = (1 << 32) - 1
+_MAX_WORKERS = 1 << 16
 
 
 def _first(batch):
@@ -130,10 +136,30 @@ class DataLoader:
             raise InvalidArgumentError(
                 "opt4store.DataLoader loads an opt4store.CachedDataset; got "
                 f"{type(dataset).__name__} (wrap it: CachedDataset(dataset, store, sampler))")
-        if num_workers < 0:
-            raise InvalidArgumentError("num_workers must be 0 or more")
-        if timeout < 0:
-            raise InvalidArgumentError("timeout must be 0 or more")
+        batch_size = check_int("batch_size", batch_size, 1, _MAX_BATCH_SIZE, allow_none=True)
+        if shuffle is not None:
+            shuffle = check_bool("shuffle", shuffle)
+        num_workers = check_int("num_workers", num_workers, 0, _MAX_WORKERS)
+        timeout = check_number("timeout", timeout, 0.0)
+        prefetch_factor = check_int("prefetch_factor", prefetch_factor, 1, MAX_UINT64,
+                                    allow_none=True)
+        pin_memory = check_bool("pin_memory", pin_memory)
+        drop_last = check_bool("drop_last", drop_last)
+        persistent_workers = check_bool("persistent_workers", persistent_workers)
+        check_str("pin_memory_device", pin_memory_device, allow_empty=True)
+        check_callable("collate_fn", collate_fn)
+        check_callable("worker_init_fn", worker_init_fn)
+        if device is not None:
+            device = check_device("device", device)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise InvalidTypeError(f"generator: expected a torch.Generator or None, got "
+                                   f"{type(generator).__name__}")
+        if sampler is not None and not hasattr(sampler, "__iter__"):
+            raise InvalidTypeError(f"sampler: expected an iterable of indices, got "
+                                   f"{type(sampler).__name__}")
+        if batch_sampler is not None and not hasattr(batch_sampler, "__iter__"):
+            raise InvalidTypeError(f"batch_sampler: expected an iterable of index lists, got "
+                                   f"{type(batch_sampler).__name__}")
         if num_workers == 0 and prefetch_factor is not None:
             raise InvalidArgumentError("prefetch_factor is for num_workers > 0")
         if num_workers == 0 and persistent_workers:

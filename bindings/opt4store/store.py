@@ -1,14 +1,17 @@
 """opt4store.Store: the Python face of the C++ store (engine/include/opt4store/store.h)."""
 
 import os
+import pickle
 import warnings
 
 import numpy as np
 import torch
 
 from . import _core, _values
+from ._checks import (MAX_UINT64, check_bool, check_dir_path, check_index, check_int,
+                      check_number, check_position, check_str, int_array)
 from .distributed import LocalSharing
-from ._errors import InvalidArgumentError, IOError_
+from ._errors import InvalidArgumentError, InvalidTypeError, IOError_
 from ._sizes import parse_size
 
 NO_POSITION = _core.NO_POSITION
@@ -19,18 +22,30 @@ WARN_DRIFT = 1
 # The settings a store saves, from the one table (store_options.h):
 # (name, kind, default, help); kind is "size", "count" or "name".
 SETTINGS = tuple(_core.setting_fields())
+# fetch_timeout_ms at most about 24.8 days: far beyond any fetch, and the
+# engine turns it into nanoseconds without overflow.
+MAX_FETCH_TIMEOUT_MS = (1 << 31) - 1
+# The largest ram= and staging=: the largest shared segment
+# (SharedSegment::kMaxSegmentBytes, 2**56 bytes), which the engine checks at
+# open; checked here too so that a new store refuses it at once.
+MAX_RAM_BYTES = 1 << 56
 
 
 def _setting_value(name, kind, value):
     """A keyword's value as the store reads it: sizes through parse_size,
-    counts as non-negative ints; names pass as given."""
-    if value is None or kind == "name":
+    counts as ints in [0, 2**64 - 1]; names as non-empty strs (the engine
+    checks that they name something)."""
+    if value is None:
         return value
+    if kind == "name":
+        return check_str(name, value)
     if kind == "size":
-        return parse_size(value, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgumentError(f"{name}: expected a non-negative int, got {value!r}")
-    return value
+        size = parse_size(value, name)
+        if name in ("ram", "staging") and size > MAX_RAM_BYTES:
+            raise InvalidArgumentError(f"{name}: {size} bytes is above the largest RAM tier, "
+                                       f"{MAX_RAM_BYTES} bytes (2**56)")
+        return size
+    return check_int(name, value, 0, MAX_UINT64)
 
 
 class Store:
@@ -69,35 +84,47 @@ class Store:
     seconds. ``stats()`` on any rank gives the host's totals. Close the
     readers before the owner (e.g. ``dist.barrier()`` before ``close()``).
     See ``opt4store.distributed``.
+
+    Every argument is checked, here and in the methods: a wrong type raises
+    InvalidTypeError (also a TypeError), a value out of range
+    InvalidArgumentError, an index outside the dataset OutOfRangeError; the
+    message names the argument. ``fetch_timeout_ms`` (how long a worker
+    waits for a disk fetch, default 10000) is 0 to 2**31 - 1.
     """
 
     def __init__(self, path, ram=None, disk=None, policy=None, *, ram_items=None,
                  prefetch_depth=None, staging=None, compression=None, sync=None,
-                 fingerprint=None, reset=False, fetch_timeout_ms=None, shared=None, local_rank=None, local_world_size=None,
-                 shared_name=None, shared_timeout=300.0, shm_free_bytes_for_testing=None):
+                 fingerprint=None, reset=False, fetch_timeout_ms=None, shared=None,
+                 local_rank=None, local_world_size=None, shared_name=None, shared_timeout=300.0):
         if ram is not None and ram_items is not None:
             raise InvalidArgumentError("give ram= (bytes) or ram_items= (items), not both")
-        self.path = os.fspath(path) if path is not None else ""
+        # path=None: a store without a disk tier (nothing is written).
+        self.path = check_dir_path("path", path) if path is not None else ""
         settings = {"ram": ram, "ram_items": ram_items, "disk": disk, "policy": policy,
                     "prefetch_depth": prefetch_depth, "staging": staging,
                     "compression": compression, "sync": sync}
         self._options = {name: _setting_value(name, kind, settings[name])
                          for name, kind, _, _ in SETTINGS}
-        if fingerprint is not None and (not isinstance(fingerprint, str) or not fingerprint):
-            raise InvalidArgumentError(
-                f"fingerprint: expected a non-empty str (or None for none), got {fingerprint!r}")
-        if not isinstance(reset, bool):
-            raise InvalidArgumentError(f"reset: expected True or False, got {reset!r}")
+        check_str("fingerprint", fingerprint, allow_none=True)
+        reset = check_bool("reset", reset)
         self._options["fingerprint"] = fingerprint
         self._options["reset"] = reset
-        self._options["fetch_timeout_ms"] = fetch_timeout_ms
-        self._options["shm_free_bytes_for_testing"] = shm_free_bytes_for_testing
+        self._options["fetch_timeout_ms"] = check_int(
+            "fetch_timeout_ms", fetch_timeout_ms, 0, MAX_FETCH_TIMEOUT_MS, allow_none=True)
+        # Test-only options (opt4store._testing) ride on the instance.
+        self._options.update(getattr(self, "_testing_options", {}))
         _core.check_options(self._options)  # a bad value fails here, not at binding
         self._core = None
         self._read_to = -1  # the highest plan position read in this process
         self._handle = None
-        if shared not in (None, False, "local"):
-            raise InvalidArgumentError(f"shared={shared!r}: expected None or 'local'")
+        if shared is not None and shared is not False and shared != "local":
+            raise InvalidArgumentError(f"shared: expected None or 'local', got {shared!r}")
+        check_int("local_rank", local_rank, 0, MAX_UINT64, allow_none=True)
+        check_int("local_world_size", local_world_size, 1, MAX_UINT64, allow_none=True)
+        check_str("shared_name", shared_name, allow_none=True)
+        if shared_name is not None and "/" in shared_name:
+            raise InvalidArgumentError(f"shared_name: {shared_name!r} holds a '/'")
+        shared_timeout = check_number("shared_timeout", shared_timeout, 0.0, allow_inf=True)
         self._sharing = LocalSharing(self.path, local_rank, local_world_size, shared_name,
                                      shared_timeout) if shared == "local" else None
         # A shared store opens at binding, in local rank 0 only.
@@ -105,6 +132,19 @@ class Store:
                 os.path.exists(os.path.join(self.path, "index", "CURRENT")) and \
                 self._options["disk"] != 0:
             self._open(None)
+
+    @classmethod
+    def _open_for_testing(cls, path, testing, **options):
+        """A Store given test-only engine options as well (``testing``, a
+        dict such as {"shm_free_bytes_for_testing": N}); opt4store._testing
+        is its entry point. Not for users."""
+        store = cls.__new__(cls)
+        cls._init_for_testing(store, path, testing, **options)
+        return store
+
+    def _init_for_testing(self, path, testing, **options):
+        self._testing_options = dict(testing)
+        self.__init__(path, **options)
 
     # ---- opening
 
@@ -131,6 +171,7 @@ class Store:
         ``sampler``'s plan (a PlannedSampler). CachedDataset calls it; calling
         it again with the same size only (re)plans. A shared store opens in
         local rank 0, which plans it, and the other local ranks attach to it."""
+        dataset_size = check_int("dataset_size", dataset_size, 1, MAX_UINT64)
         if self._core is None and self._sharing is not None:
             def open_owner():
                 self._open(dataset_size)
@@ -167,12 +208,17 @@ class Store:
     def set_plan(self, ids, epoch_length, start):
         """Gives the owner's store the plan ``ids`` (an int64 array) with
         epochs of ``epoch_length``, its readers starting at ``start``."""
-        self._require_open().set_plan(ids, epoch_length, start)
+        core = self._require_open()
+        ids = int_array("ids", ids, np.int64, core.dataset_size())
+        core.set_plan(ids, check_int("epoch_length", epoch_length),
+                      check_position("start", start))
 
     def get(self, position, index):
         """The value stored for ``index``, or None; ``position`` is its plan
         position (NO_POSITION when unknown), which counts it as read there."""
-        result = self._core.get(position, index)
+        core = self._require_open()
+        position = check_position("position", position)
+        result = core.get(position, check_index("index", index, core.dataset_size()))
         if position != NO_POSITION and position > self._read_to:
             self._read_to = position
         if result is None or type(result) is torch.Tensor:
@@ -182,8 +228,13 @@ class Store:
     def get_batch(self, positions, indices):
         """Store.get for each (position, index) pair, in one call: a list of
         values, None for a miss."""
-        positions = np.asarray(positions, dtype=np.uint64)
-        results = self._core.get_batch(positions, np.asarray(indices, dtype=np.int64))
+        core = self._require_open()
+        positions = int_array("positions", positions, np.uint64)
+        indices = int_array("indices", indices, np.int64, core.dataset_size())
+        if len(positions) != len(indices):
+            raise InvalidArgumentError(f"positions and indices differ in length: "
+                                       f"{len(positions)} and {len(indices)}")
+        results = core.get_batch(positions, indices)
         planned = positions[positions != NO_POSITION]
         if len(planned):
             self._read_to = max(self._read_to, int(planned.max()))
@@ -196,10 +247,21 @@ class Store:
         payload_bytes long; returns a code per read: 0 read, 1 a miss, 2 a
         value of another layout (its rows hold garbage). opt4store.DataLoader
         assembles batches with it."""
-        return self._core.read_into(np.asarray(positions, dtype=np.uint64),
-                                    np.asarray(indices, dtype=np.int64),
-                                    np.asarray(rows, dtype=np.int64), meta, int(payload_bytes),
-                                    list(offsets), list(leaves))
+        core = self._require_open()
+        positions = int_array("positions", positions, np.uint64)
+        indices = int_array("indices", indices, np.int64, core.dataset_size())
+        rows = int_array("rows", rows, np.int64)
+        if not len(positions) == len(indices) == len(rows):
+            raise InvalidArgumentError("positions, indices and rows differ in length: "
+                                       f"{len(positions)}, {len(indices)} and {len(rows)}")
+        if not isinstance(meta, bytes):
+            raise InvalidTypeError(f"meta: expected bytes, got {type(meta).__name__}")
+        offsets = [check_int("offsets", o) for o in offsets]
+        leaves = list(leaves)
+        if len(offsets) != len(leaves) or not all(isinstance(t, torch.Tensor) for t in leaves):
+            raise InvalidTypeError("leaves: expected one tensor per offset")
+        return core.read_into(positions, indices, rows, meta,
+                              check_int("payload_bytes", payload_bytes), offsets, leaves)
 
     def warn_once(self, kind, message):
         """Issues ``message`` as a RuntimeWarning the first time any process
@@ -219,7 +281,7 @@ class Store:
         """A sampler began handing out an epoch at plan ``position`` (a
         PlannedSampler calls it): reads that lost their position look for it
         from there, not in the previous epoch's unread tail."""
-        self._require_open().begin_epoch(int(position))
+        self._require_open().begin_epoch(check_position("position", position))
 
     def reading_from(self):
         """Where reads that lost their position look for it: the frontier, or
@@ -231,31 +293,44 @@ class Store:
         skips them: drop_last's tail), so that the store does not wait for
         them."""
         core = self._require_open()
-        for position, index in zip(positions, indices):
-            core.mark_consumed(int(position), int(index))
+        positions = int_array("positions", positions, np.uint64)
+        indices = int_array("indices", indices, np.int64, core.dataset_size())
+        if len(positions) != len(indices):
+            raise InvalidArgumentError(f"positions and indices differ in length: "
+                                       f"{len(positions)} and {len(indices)}")
+        for position, index in zip(positions.tolist(), indices.tolist()):
+            core.mark_consumed(position, index)
 
     def locate(self, indices):
         """Where each index is now: 0 nowhere, 1 the RAM tier, 2 the disk
         tier. A hint (an item may move before it is read); counts nothing."""
-        return self._core.locate(np.asarray(indices, dtype=np.int64))
+        core = self._require_open()
+        return core.locate(int_array("indices", indices, np.int64, core.dataset_size()))
 
     def peek(self, index):
         """The value stored for ``index``, or None, read to check it: no
         access is counted, no plan position consumed, and the tiers are left
         as they were. In the owner process (a reader does not see the disk
         tier)."""
-        result = self._require_open().peek(int(index))
+        core = self._require_open()
+        result = core.peek(check_index("index", index, core.dataset_size()))
         if result is None or type(result) is torch.Tensor:
             return result
         return _values.decode(result)
 
     def put(self, position, index, value):
         """Stores ``value`` for ``index`` (loaded for plan ``position``)."""
-        core = self._core
+        core = self._require_open()
+        position = check_position("position", position)
+        index = check_index("index", index, core.dataset_size())
         if isinstance(value, torch.Tensor) and value.dtype in _values.TORCH_DTYPE_NAMES:
             core.put_tensor(position, index, value)
             return
-        meta, payload = _values.encode(value, self.warn_once)
+        try:
+            meta, payload = _values.encode(value, self.warn_once)
+        except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as e:
+            raise InvalidTypeError(f"value: a {type(value).__name__} cannot be stored: {e}") \
+                from e
         core.put_encoded(position, index, meta, payload)
 
     # ---- public

@@ -1,6 +1,9 @@
 #include "opt4store/value.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "engine/base/checked_math.h"
 
 namespace opt4store {
 namespace {
@@ -116,6 +119,17 @@ Status DecodeValueHeader(std::string_view meta, ValueHeader* header) {
   std::memcpy(&header->tag, meta.data() + 4, 4);
   header->shape.resize(ndim);
   for (size_t i = 0; i < ndim; ++i) std::memcpy(&header->shape[i], meta.data() + 8 + 8 * i, 8);
+  // The shape comes from a file: its byte count must not wrap around into
+  // one that matches a short payload.
+  // (A zero dimension makes any shape empty.)
+  uint64_t bytes = DTypeSize(dtype);
+  const bool empty = std::find(header->shape.begin(), header->shape.end(), 0) != header->shape.end();
+  for (int64_t d : header->shape) {
+    if (d < 0 || (!empty && !CheckedMul(bytes, static_cast<uint64_t>(d), &bytes))) {
+      return Status::Corruption("value header: shape dimension " + std::to_string(d) +
+                                (d < 0 ? " is negative" : " overflows the value's 64-bit size"));
+    }
+  }
   header->user.assign(meta.substr(8 + 8 * ndim));
   return Status::OK();
 }

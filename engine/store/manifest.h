@@ -35,6 +35,9 @@ constexpr char kManifestFormat[] = "opt4store-store 1";
 constexpr char kManifestOptionsKey[] = "store/options";
 constexpr char kManifestFingerprintKey[] = "store/fingerprint";
 constexpr char kManifestPlanKey[] = "store/plan";
+// A file plan's copy in the store directory: this prefix, then its format
+// ("plan.u32", "plan.npy", "plan.txt").
+constexpr char kPlanCopyPrefix[] = "plan.";
 constexpr char kManifestCursorKey[] = "store/cursor";
 constexpr char kManifestLastRunKey[] = "store/last_run";
 

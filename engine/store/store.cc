@@ -44,17 +44,19 @@ bool Store::Impl::FirstWarning(uint32_t kind) {
 Status Store::Impl::SetPlan(const PlanSpec& plan, uint64_t start_position) {
   if (!InOwner()) return Status::InvalidArgument("SetPlan: only the owner process sets the plan");
   if (disk_only_) return Status::InvalidArgument("SetPlan: the store is open in disk-only mode");
+  // The file copy is I/O: before the lock.
+  PlanSpec stored = plan, saved = plan;
+  const bool persist = disk_ && PlanIsPersistable(plan);
+  if (persist) OPT4STORE_RETURN_IF_ERROR(CopyPlan(plan, &stored, &saved));
   MutexLock lock(&mu_);
   for (uint64_t id = 0; id < dataset_size_; ++id) {
     if (ram_->Contains(static_cast<ItemId>(id))) {
       ram_->Evict(static_cast<ItemId>(id)).PermitUncheckedError();
     }
   }
-  OPT4STORE_RETURN_IF_ERROR(InitPlanLocked(plan, start_position));
+  OPT4STORE_RETURN_IF_ERROR(InitPlanLocked(stored, start_position));
   resume_position_.store(std::min(start_position, total_positions_.load()));
-  if (disk_ && PlanIsPersistable(plan)) {
-    OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestPlanKey, EncodePlanSpec(plan)));
-  }
+  if (persist) OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestPlanKey, EncodePlanSpec(saved)));
   PublishGaugesLocked();
   return Status::OK();
 }
@@ -128,7 +130,7 @@ Status Store::Impl::Inspect(StoreInfo* info) {
   if (disk_) {
     std::string text;
     PlanSpec plan;
-    if (disk_->GetMeta(kManifestPlanKey, &text).ok() && DecodePlanSpec(text, &plan).ok()) {
+    if (disk_->GetMeta(kManifestPlanKey, &text).ok() && DecodeStoredPlan(text, &plan).ok()) {
       info->plan = plan.Describe();
     }
     Cursor cursor;

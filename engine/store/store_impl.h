@@ -105,6 +105,13 @@ class Store::Impl : private ResidencyTiers {
   Status ResolveFingerprint(const StoreOptions& options, bool exists, StoreSettings* merged);
   Status OpenDisk(uint64_t budget);
   Status WriteManifest();
+  // A file plan's file is copied into the store. *stored: the plan as this
+  // store reads it from now on; *saved: as the manifest keeps it (the
+  // copy's path relative to the store).
+  Status CopyPlan(const PlanSpec& plan, PlanSpec* stored, PlanSpec* saved);
+  // The manifest's plan, a copy's path resolved against the store.
+  Status DecodeStoredPlan(std::string_view text, PlanSpec* plan) const;
+  Status CopyFileAtomically(const std::string& from, const std::string& name);
   Status CreateShared();
   // Starts the Residency and the shared plan state over on spec at start.
   Status InitPlanLocked(const PlanSpec& spec, uint64_t start) REQUIRES(mu_);

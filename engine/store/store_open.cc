@@ -7,14 +7,49 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 
 #include "engine/store/owner_file.h"
 #include "engine/store/store_impl.h"
 
+#include "engine/base/checked_math.h"
+#include "engine/base/env.h"
+#include "opt4store/number_file.h"
+#include "opt4store/sizes.h"
+
 namespace opt4store {
 namespace {
+
+// The limits of the settings that do not depend on the store: checked on the
+// options an open is given before anything is created on disk (a refused
+// open leaves no half-made store), and again on the merged settings.
+Status CheckSettingLimits(const std::string& where, const StoreSettings& m) {
+  if (m.prefetch_depth > ControlBlock::kRingSize / 4) {
+    return Status::InvalidArgument(where + "prefetch_depth " + std::to_string(m.prefetch_depth) +
+                                   " is over the limit " +
+                                   std::to_string(ControlBlock::kRingSize / 4));
+  }
+  // The RAM tier maps ram bytes of /dev/shm (ram_items: staging on top):
+  // refuse sizes no segment can hold, before they reach arithmetic that
+  // would wrap.
+  const std::pair<const char*, uint64_t> ram_sizes[] = {{"ram", m.ram}, {"staging", m.staging}};
+  for (const auto& [name, bytes] : ram_sizes) {
+    if (bytes > SharedSegment::kMaxSegmentBytes) {
+      return Status::InvalidArgument(where + name + "=" + std::to_string(bytes) +
+                                     " bytes is above the largest RAM tier, " +
+                                     FormatSize(SharedSegment::kMaxSegmentBytes));
+    }
+  }
+  if (m.ram_items > kMaxDatasetSize) {
+    return Status::InvalidArgument(where + "ram_items=" + std::to_string(m.ram_items) +
+                                   " is above the largest dataset, " +
+                                   std::to_string(kMaxDatasetSize) + " items");
+  }
+  return Status::OK();
+}
 
 constexpr uint64_t kDefaultRamBytes = uint64_t{1} << 30;
 constexpr uint64_t kDefaultPrefetchDepth = 512;
@@ -126,11 +161,6 @@ Status Store::Impl::ResolveOptions(const StoreOptions& o, bool exists) {
   ApplyOptions(o, &m);
   if (!exists && !o.ram && !o.ram_items) m.ram = kDefaultRamBytes;
   if (m.prefetch_depth == 0) m.prefetch_depth = kDefaultPrefetchDepth;
-  if (m.prefetch_depth > ControlBlock::kRingSize / 4) {
-    return Status::InvalidArgument(where + "prefetch_depth " + std::to_string(m.prefetch_depth) +
-                                   " is over the limit " +
-                                   std::to_string(ControlBlock::kRingSize / 4));
-  }
   // Staging is part of ram= (a byte budget): the most decoded bytes the store
   // holds in memory is ram=, prefetched items included; the policy gets the
   // rest. Its default follows a ram= given at this open. With ram_items= the
@@ -146,6 +176,7 @@ Status Store::Impl::ResolveOptions(const StoreOptions& o, bool exists) {
     }
     m.staging = m.ram / 8;  // a saved staging= from a run with more ram=
   }
+  OPT4STORE_RETURN_IF_ERROR(CheckSettingLimits(where, m));
   effective_ = m;
   dataset_size_ = m.dataset_size;
   if (effective_.disk > 0 && dataset_size_ > uint64_t{kMaxItemId} + 1) {
@@ -189,9 +220,67 @@ Status Store::Impl::WriteManifest() {
     OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestFingerprintKey, effective_.fingerprint));
   }
   if (options_.plan && PlanIsPersistable(*options_.plan)) {
-    OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestPlanKey, EncodePlanSpec(*options_.plan)));
+    PlanSpec stored, saved;
+    OPT4STORE_RETURN_IF_ERROR(CopyPlan(*options_.plan, &stored, &saved));
+    OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestPlanKey, EncodePlanSpec(saved)));
+    options_.plan = stored;  // this open reads the copy too: one plan identity
   }
   return disk_->Flush();
+}
+
+// A file plan is copied into the store as kPlanCopyPrefix + its format
+// ("plan.u32"), and the manifest names the copy relative to the store, so
+// that the store keeps its plan when the original file changes, moves or
+// goes, and when the store directory itself moves.
+Status Store::Impl::CopyPlan(const PlanSpec& plan, PlanSpec* stored, PlanSpec* saved) {
+  *stored = plan;
+  *saved = plan;
+  if (plan.kind != SamplerKind::kFile) return Status::OK();
+  const std::string name =
+      std::string(kPlanCopyPrefix) + NumberFormatName(NumberFormatFromPath(plan.path));
+  const std::string copy = path_ + "/" + name;
+  if (plan.path != copy) OPT4STORE_RETURN_IF_ERROR(CopyFileAtomically(plan.path, name));
+  stored->path = copy;
+  saved->path = name;
+  return Status::OK();
+}
+
+Status Store::Impl::DecodeStoredPlan(std::string_view text, PlanSpec* plan) const {
+  OPT4STORE_RETURN_IF_ERROR(DecodePlanSpec(text, plan));
+  // A relative path is a copy inside the store (older stores saved the
+  // original's absolute path).
+  if (plan->kind == SamplerKind::kFile && !plan->path.empty() && plan->path[0] != '/') {
+    plan->path = path_ + "/" + plan->path;
+  }
+  return Status::OK();
+}
+
+// Writes a temporary file, syncs it, renames it over `name` in the store
+// and syncs the directory: a crash leaves the old copy or the new one.
+Status Store::Impl::CopyFileAtomically(const std::string& from, const std::string& name) {
+  std::string bytes;
+  {
+    std::FILE* in = std::fopen(from.c_str(), "rb");
+    if (in == nullptr) return Status::FromErrno("plan file " + from, errno);
+    char chunk[1 << 16];
+    size_t got = 0;
+    while ((got = std::fread(chunk, 1, sizeof chunk, in)) > 0) bytes.append(chunk, got);
+    const bool failed = std::ferror(in) != 0;
+    const int err = errno;
+    std::fclose(in);
+    if (failed) return Status::FromErrno("plan file " + from, err);
+  }
+  Env* env = options_.env ? options_.env : Env::Default();
+  const std::string tmp = path_ + "/" + name + ".tmp";
+  std::unique_ptr<File> file;
+  OPT4STORE_RETURN_IF_ERROR(env->OpenFile(tmp, FileOptions(), &file));
+  const std::string_view part(bytes);
+  OPT4STORE_RETURN_IF_ERROR(file->Write(0, &part, 1));
+  OPT4STORE_RETURN_IF_ERROR(file->Truncate(bytes.size()));  // a leftover tmp was longer
+  OPT4STORE_RETURN_IF_ERROR(file->Sync());
+  file.reset();
+  OPT4STORE_RETURN_IF_ERROR(env->RenameFile(tmp, path_ + "/" + name));
+  return env->SyncDir(path_);
 }
 
 Status Store::Impl::CreateShared() {
@@ -208,7 +297,8 @@ Status Store::Impl::CreateShared() {
                    ? options_.shm_free_space_for_testing("/dev/shm", &free_bytes)
                    : shm::FreeSpace("/dev/shm", &free_bytes);
     OPT4STORE_RETURN_IF_ERROR(s);
-    const uint64_t want = effective_.ram_items * (uint64_t{8} << 20) + effective_.staging;
+    const uint64_t want =
+        SaturatingAdd(SaturatingMul(effective_.ram_items, uint64_t{8} << 20), effective_.staging);
     r.capacity_bytes = std::max<uint64_t>(uint64_t{1} << 20,
                                           std::min<uint64_t>(want, free_bytes / 2));
     r.reserve_memory = false;
@@ -272,6 +362,9 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
   owner_pid_ = getpid();
   // Known before the disk tier opens, its index is sized once.
   if (options.dataset_size) dataset_size_ = *options.dataset_size;
+  StoreSettings given;
+  ApplyOptions(options, &given);
+  OPT4STORE_RETURN_IF_ERROR(CheckSettingLimits("store " + path + ": ", given));
 
   const bool explicit_no_disk = options.disk && *options.disk == 0;
   // A store whose index is damaged exists all the same: the disk tier
@@ -346,7 +439,7 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
   } else if (disk_) {
     std::string text;
     if (disk_->GetMeta(kManifestPlanKey, &text).ok()) {
-      OPT4STORE_RETURN_IF_ERROR(DecodePlanSpec(text, &plan));
+      OPT4STORE_RETURN_IF_ERROR(DecodeStoredPlan(text, &plan));
       have_plan = true;
     }
   }

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import opt4store
+from opt4store import _testing
 from o4s_testlib import UniformDataset, child_env
 
 
@@ -67,6 +68,7 @@ def test_dataset_of_another_size_than_the_store(store_path):
 HOLDER = r"""
 import sys
 import opt4store
+from opt4store import _testing
 from o4s_testlib import UniformDataset
 store = opt4store.Store(sys.argv[1], ram_items=10, disk="16MiB")
 opt4store.CachedDataset(UniformDataset(100), store)
@@ -96,7 +98,7 @@ def test_second_process_gets_busy(store_path):
 
 
 def test_ram_budget_larger_than_dev_shm(store_path):
-    store = opt4store.Store(store_path, ram="64MiB", disk=0, shm_free_bytes_for_testing=1 << 20)
+    store = _testing.store_with_shm_free(store_path, 1 << 20, ram="64MiB", disk=0)
     with pytest.raises(opt4store.NoSpaceError) as e:
         opt4store.CachedDataset(UniformDataset(10), store)
     message = str(e.value)
@@ -169,6 +171,7 @@ def test_plan_beyond_the_dataset(store_path):
 OWNER_THAT_FORKS = r"""
 import os, sys, time
 import opt4store
+from opt4store import _testing
 from o4s_testlib import UniformDataset
 store = opt4store.Store(sys.argv[1], ram_items=10, disk="16MiB")
 opt4store.CachedDataset(UniformDataset(100), store)[1]
