@@ -128,26 +128,48 @@ StoreOptions OptionsFromDict(const py::dict& d) {
   return o;
 }
 
-// An explicit plan from a 1-D array of ids.
-PlanSpec PlanFromArray(py::array_t<int64_t, py::array::c_style | py::array::forcecast> ids,
-                       uint64_t epoch_length, uint64_t dataset_size) {
+using IdsArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+// A 1-D array of ids as ItemIds, each checked against the dataset size
+// (`what` and `first` name the index and its position in the message). The copy runs without the GIL:
+// a plan of millions of ids is a few milliseconds of plain C++.
+std::vector<ItemId> IdsFromArray(const IdsArray& ids, uint64_t dataset_size, const char* what,
+                                 uint64_t first) {
   if (ids.ndim() != 1) ThrowIfError(Status::InvalidArgument("a plan is a 1-D array of indices"));
-  auto v = std::make_shared<std::vector<ItemId>>(ids.size());
+  std::vector<ItemId> v(static_cast<size_t>(ids.size()));
   const int64_t* p = ids.data();
-  for (py::ssize_t i = 0; i < ids.size(); ++i) {
-    if (p[i] < 0 || static_cast<uint64_t>(p[i]) >= dataset_size) {
-      ThrowIfError(Status::OutOfRange("the plan's index " + std::to_string(p[i]) +
-                                      " at position " + std::to_string(i) +
-                                      " is out of range for a dataset of " +
-                                      std::to_string(dataset_size) + " items"));
+  size_t bad = v.size();
+  {
+    py::gil_scoped_release release;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (p[i] < 0 || static_cast<uint64_t>(p[i]) >= dataset_size) {
+        bad = i;
+        break;
+      }
+      v[i] = static_cast<ItemId>(p[i]);
     }
-    (*v)[i] = static_cast<ItemId>(p[i]);
   }
+  if (bad != v.size()) {
+    ThrowIfError(Status::OutOfRange(std::string(what) + std::to_string(p[bad]) +
+                                    " at position " + std::to_string(first + bad) +
+                                    " is out of range for a dataset of " +
+                                    std::to_string(dataset_size) + " items"));
+  }
+  return v;
+}
+
+// An explicit plan from a 1-D array of ids: the whole plan, or (total_epochs
+// > 0) epochs [first_epoch, ...) of an open plan of total_epochs epochs.
+PlanSpec PlanFromArray(const IdsArray& ids, uint64_t epoch_length, uint64_t dataset_size,
+                       uint64_t total_epochs = 0, uint64_t first_epoch = 0) {
   PlanSpec spec;
   spec.kind = SamplerKind::kExplicit;
-  spec.ids = std::move(v);
+  spec.ids = std::make_shared<std::vector<ItemId>>(
+      IdsFromArray(ids, dataset_size, "the plan's index ", first_epoch * epoch_length));
   spec.epoch_length = epoch_length;
   spec.dataset_size = dataset_size;
+  spec.total_epochs = total_epochs;
+  spec.first_epoch = first_epoch;
   return spec;
 }
 
@@ -256,14 +278,28 @@ class PyStore {
     ThrowIfError(s);
   }
 
-  void SetPlan(py::array_t<int64_t, py::array::c_style | py::array::forcecast> ids,
-               uint64_t epoch_length, uint64_t start) {
+  void SetPlan(const IdsArray& ids, uint64_t epoch_length, uint64_t start, uint64_t total_epochs,
+               uint64_t first_epoch) {
     Store* store = Checked();
-    PlanSpec spec = PlanFromArray(ids, epoch_length, store->dataset_size());
+    PlanSpec spec =
+        PlanFromArray(ids, epoch_length, store->dataset_size(), total_epochs, first_epoch);
     Status s;
     {
       py::gil_scoped_release release;
       s = store->SetPlan(spec, start);
+    }
+    ThrowIfError(s);
+  }
+
+  // The next whole epochs of the open plan SetPlan(total_epochs > 0) gave.
+  void AppendPlan(const IdsArray& ids) {
+    Store* store = Checked();
+    std::vector<ItemId> v =
+        IdsFromArray(ids, store->dataset_size(), "the appended epochs' index ", 0);
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = store->AppendPlan(std::move(v));
     }
     ThrowIfError(s);
   }
@@ -405,7 +441,8 @@ PYBIND11_MODULE(_core, m) {
       .def("put_encoded", &PyStore::PutEncoded, py::arg("position"), py::arg("index"),
            py::arg("meta"), py::arg("payload"))
       .def("set_plan", &PyStore::SetPlan, py::arg("ids"), py::arg("epoch_length"),
-           py::arg("start") = 0)
+           py::arg("start") = 0, py::arg("total_epochs") = 0, py::arg("first_epoch") = 0)
+      .def("append_plan", &PyStore::AppendPlan, py::arg("ids"))
       .def("mark_consumed", &PyStore::MarkConsumed, py::arg("position"), py::arg("index"))
       .def(
           "get_batch",

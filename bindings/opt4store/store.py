@@ -164,10 +164,16 @@ class Store:
         ranks, else None."""
         return self._sharing.layout() if self._sharing is not None else None
 
-    def set_plan(self, ids, epoch_length, start):
+    def set_plan(self, ids, epoch_length, start, total_epochs=0, first_epoch=0):
         """Gives the owner's store the plan ``ids`` (an int64 array) with
-        epochs of ``epoch_length``, its readers starting at ``start``."""
-        self._require_open().set_plan(ids, epoch_length, start)
+        epochs of ``epoch_length``, its readers starting at ``start``. With
+        ``total_epochs``, an open plan: ``ids`` are its epochs from
+        ``first_epoch`` on, and append_plan gives the later ones."""
+        self._require_open().set_plan(ids, epoch_length, start, total_epochs, first_epoch)
+
+    def append_plan(self, ids):
+        """The next whole epochs of the open plan set_plan gave (int64)."""
+        self._require_open().append_plan(ids)
 
     def get(self, position, index):
         """The value stored for ``index``, or None; ``position`` is its plan
