@@ -56,8 +56,11 @@ def _random_epoch(sampler):
                                    generator=g))
     else:
         parts = [torch.randperm(n, generator=g) for _ in range(count // n)]
-        parts.append(torch.randperm(n, generator=g)[:count % n])
-    return torch.cat(parts).numpy().astype(np.int64, copy=False)
+        parts.append(torch.randperm(n, generator=g)[:count % n])  # drawn even when empty
+    parts = [p for p in parts if len(p)]
+    if len(parts) == 1:  # the common case: one permutation, not copied
+        return parts[0].numpy()
+    return torch.cat(parts).numpy() if parts else np.empty(0, np.int64)
 
 
 def distributed_epoch(sampler, epoch, rank):
@@ -139,7 +142,8 @@ def rank_epoch(sampler, rank, epoch):
 
 
 class PlanWindow:
-    """The epochs of one rank's plan held in this process, looked up by the
+    """The epochs of one rank's plan held in this process (uint32 arrays:
+    indices are below 2^32, and half the bytes of int64), looked up by the
     store's positions: own position i (epoch i // epoch_length) is store
     position i * stride + offset (stride local ranks sharing a store; else
     1 and 0). What CachedDataset's drift checks and lost-position recovery
@@ -165,7 +169,7 @@ class PlanWindow:
         self._views.clear()
 
     def epoch_ids(self, epoch):
-        """Epoch `epoch`'s indices, or None when not held."""
+        """Epoch `epoch`'s indices (uint32), or None when not held."""
         return self._ids.get(epoch)
 
     def held(self):

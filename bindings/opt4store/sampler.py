@@ -132,7 +132,10 @@ class PlannedSampler(torch.utils.data.Sampler):
                 f"{self.epoch_length}; PlannedSampler needs a fixed epoch length")
         if len(ids) and ids.min() < 0:
             raise InvalidArgumentError("the sampler yielded a negative index")
-        self._window.put(epoch, ids)
+        if len(ids) and ids.max() > 0xFFFFFFFF:
+            raise InvalidArgumentError(
+                f"the sampler yielded index {int(ids.max())}; indices are below 2^32")
+        self._window.put(epoch, ids.astype(np.uint32))
 
     def _record_ahead(self, epoch=None, append=True):
         """Records through EPOCHS_AHEAD epochs past `epoch` (default: the
@@ -160,7 +163,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         return self.epochs * self.epoch_length <= WHOLE_PLAN_READS
 
     def epoch_ids(self, epoch):
-        """Epoch ``epoch``'s indices (int64), recording up to it if need be.
+        """Epoch ``epoch``'s indices (uint32), recording up to it if need be.
         Raises InvalidArgumentError for an epoch a long plan let go."""
         if not 0 <= epoch < self.epochs:
             raise InvalidArgumentError(f"epoch {epoch}: the plan has epochs 0 to {self.epochs - 1}")
@@ -184,7 +187,8 @@ class PlannedSampler(torch.utils.data.Sampler):
                 raise InvalidArgumentError(
                     f"this plan of {self.epochs * self.epoch_length} reads is recorded a few "
                     "epochs at a time and never held whole; use epoch_ids(epoch)")
-            self._whole = np.concatenate([self.epoch_ids(e) for e in range(self.epochs)])
+            self._whole = np.concatenate(
+                [self.epoch_ids(e) for e in range(self.epochs)]).astype(np.int64)
         return self._whole
 
     def __len__(self):
@@ -210,7 +214,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         the sampler as iter() does; ``note_yielded(n)`` then says how many of
         them the caller has handed out (state_dict counts from it)."""
         base, start = self._begin_epoch()
-        ids = self._window.epoch_ids(base // self.epoch_length)[start:]
+        ids = self._window.epoch_ids(base // self.epoch_length)[start:].astype(np.int64)
         positions = np.arange(base + start, base + self.epoch_length, dtype=np.uint64)
         positions = positions * np.uint64(self._stride) + np.uint64(self._offset)
         self._taken_from = start
@@ -404,12 +408,12 @@ class PlannedSampler(torch.utils.data.Sampler):
         first = min(self._epoch, self.epochs - 1)
         self._record_ahead(first, append=False)
         epochs = range(first, self._recorder.next_epoch)
-        if self._stride == 1:
-            ids = np.concatenate([self._window.epoch_ids(e) for e in epochs])
-        else:
-            ids = np.concatenate([self._host_epoch(e) for e in epochs])
-        store.set_plan(ids, self.epoch_length * self._stride, self.position() * self._stride,
-                       total_epochs=self.epochs, first_epoch=first)
+        of = self._window.epoch_ids if self._stride == 1 else self._host_epoch
+        # The epochs as they are (no array of several epochs is made), in
+        # one call: the planner never runs on the first alone.
+        store.set_plan([of(e) for e in epochs], self.epoch_length * self._stride,
+                       self.position() * self._stride, total_epochs=self.epochs,
+                       first_epoch=first)
 
     def check_shareable(self, local_rank, local_world_size):
         """Raises unless this sampler can drive a store shared by the host's

@@ -165,11 +165,13 @@ class Store:
         return self._sharing.layout() if self._sharing is not None else None
 
     def set_plan(self, ids, epoch_length, start, total_epochs=0, first_epoch=0):
-        """Gives the owner's store the plan ``ids`` (an int64 array) with
-        epochs of ``epoch_length``, its readers starting at ``start``. With
-        ``total_epochs``, an open plan: ``ids`` are its epochs from
-        ``first_epoch`` on, and append_plan gives the later ones."""
-        self._require_open().set_plan(ids, epoch_length, start, total_epochs, first_epoch)
+        """Gives the owner's store the plan ``ids`` (an int64 array, or a list
+        of them read one after another) with epochs of ``epoch_length``, its
+        readers starting at ``start``. With ``total_epochs``, an open plan:
+        ``ids`` are its epochs from ``first_epoch`` on, and append_plan gives
+        the later ones."""
+        parts = list(ids) if isinstance(ids, (list, tuple)) else [ids]
+        self._require_open().set_plan(parts, epoch_length, start, total_epochs, first_epoch)
 
     def append_plan(self, ids):
         """The next whole epochs of the open plan set_plan gave (int64)."""
