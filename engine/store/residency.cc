@@ -100,6 +100,7 @@ Status Residency::SetPlan(const PlanSpec& spec, uint64_t start) {
   }
 
   plan_ = spec;
+  if (spec.total_epochs) plan_.ids.reset();  // an open plan's epochs go once read
   stream_ = std::move(stream);
   policy_ = std::move(policy);
   total_ = total;

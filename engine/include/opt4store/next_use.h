@@ -66,9 +66,10 @@ struct StepReveal {
 // Default look-ahead: 8 Mi positions (64 MiB), or the whole plan if shorter.
 constexpr uint64_t kDefaultWindow = uint64_t{1} << 23;
 // An open plan's default look-ahead in epochs: PlannedSampler keeps two
-// epochs past the current one, and a window as long as what can be known
-// past the planner costs no exactness while saving memory.
-constexpr uint64_t kOpenPlanWindowEpochs = 4;
+// epochs past the one it hands out, so about three are known past the
+// planner; a permutation epoch's next reads lie within two. A longer window
+// would cost memory (8 bytes a slot here, and the policy's ring) for nothing.
+constexpr uint64_t kOpenPlanWindowEpochs = 3;
 
 class NextUseStream {
  public:
