@@ -58,7 +58,11 @@ class PlannedSampler(torch.utils.data.Sampler):
     store knows every next read (exact OPT with any sampler), and ``plan``
     gives it. Recording
     advances the base sampler's generator as iterating it does, ahead of
-    use: draw from that generator elsewhere and the order changes.
+    use: draw from that generator elsewhere and the order changes. A
+    DataLoader worker holds the epochs recorded when it starts (the current
+    one and those ahead); ``persistent_workers=True`` with a long plan keeps
+    the first ones only, so in later epochs those workers skip the drift
+    check and cannot recover the position of a plain int index.
 
     ``state_dict()`` / ``load_state_dict()`` resume exactly in the middle of
     an epoch. The sampler counts the indices it handed to the DataLoader; a

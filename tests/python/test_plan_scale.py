@@ -248,3 +248,25 @@ def test_pickled_workers_get_the_window(lazy):
     assert window.planned(2 * N + 5) == s.epoch_ids(2)[5]
     assert window.planned(4 * N) is None  # not recorded yet: unknown, not a drift
     assert window.planned(EPOCHS * N) == -1  # past the plan
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+def test_workers_read_a_lazy_plan_without_drift(tmp_path, lazy, counter):
+    """Workers (forked at each epoch's iter) hold the epochs recorded by
+    then, the current one included: every value is right, no drift is
+    counted, and the hits are Belady's as with 0 workers."""
+    capacity = 40
+    store = opt4store.Store(tmp_path / "store", ram_items=capacity, disk=0)
+    try:
+        sampler = opt4store.PlannedSampler(random_sampler(seed=3), epochs=5)
+        ds = opt4store.CachedDataset(UniformDataset(N, counter=counter), store, sampler)
+        loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=2,
+                                             multiprocessing_context="fork")
+        got = [torch.cat([b[:, 0] for b in loader]).tolist() for _ in range(5)]
+        sequence = sum(iterated(random_sampler(seed=3), 5), [])
+        assert sum(got, []) == [uniform_item(i)[0].item() for i in sequence]
+        st = store.stats()
+        assert st["drift"] == 0, st
+        assert st["source_loads"] == counter.count == len(sequence) - capacity * 4, st
+    finally:
+        store.close()
