@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "bindings/core_common.h"
@@ -128,26 +129,76 @@ StoreOptions OptionsFromDict(const py::dict& d) {
   return o;
 }
 
-// An explicit plan from a 1-D array of ids.
-PlanSpec PlanFromArray(py::array_t<int64_t, py::array::c_style | py::array::forcecast> ids,
-                       uint64_t epoch_length, uint64_t dataset_size) {
-  if (ids.ndim() != 1) ThrowIfError(Status::InvalidArgument("a plan is a 1-D array of indices"));
-  auto v = std::make_shared<std::vector<ItemId>>(ids.size());
-  const int64_t* p = ids.data();
-  for (py::ssize_t i = 0; i < ids.size(); ++i) {
-    if (p[i] < 0 || static_cast<uint64_t>(p[i]) >= dataset_size) {
-      ThrowIfError(Status::OutOfRange("the plan's index " + std::to_string(p[i]) +
-                                      " at position " + std::to_string(i) +
-                                      " is out of range for a dataset of " +
-                                      std::to_string(dataset_size) + " items"));
+using IdsArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+using Uint32Array = py::array_t<uint32_t, py::array::c_style>;
+
+// Copies n ids to ItemIds, each checked against the dataset size, without
+// the GIL: a plan of millions of ids is a few milliseconds of plain C++.
+template <typename T>
+std::vector<ItemId> CopyIds(const T* p, size_t n, uint64_t dataset_size, const char* what,
+                            uint64_t first) {
+  std::vector<ItemId> v(n);
+  size_t bad = n;
+  {
+    py::gil_scoped_release release;
+    for (size_t i = 0; i < n; ++i) {
+      bool out = static_cast<uint64_t>(p[i]) >= dataset_size;
+      if constexpr (std::is_signed_v<T>) out = out || p[i] < 0;
+      if (out) {
+        bad = i;
+        break;
+      }
+      v[i] = static_cast<ItemId>(p[i]);
     }
-    (*v)[i] = static_cast<ItemId>(p[i]);
+  }
+  if (bad != n) {
+    ThrowIfError(Status::OutOfRange(std::string(what) + std::to_string(p[bad]) +
+                                    " at position " + std::to_string(first + bad) +
+                                    " is out of range for a dataset of " +
+                                    std::to_string(dataset_size) + " items"));
+  }
+  return v;
+}
+
+// A 1-D array of ids as ItemIds (`what` and `first` name a bad index and
+// its position in the message). A C-contiguous uint32 array (how
+// PlannedSampler holds its epochs) is read as it is; anything else is
+// converted to int64 first.
+std::vector<ItemId> IdsFromArray(const py::array& ids, uint64_t dataset_size, const char* what,
+                                 uint64_t first) {
+  if (ids.ndim() != 1) ThrowIfError(Status::InvalidArgument("a plan is a 1-D array of indices"));
+  if (Uint32Array::check_(ids) && (ids.flags() & py::array::c_style)) {
+    auto a = py::reinterpret_borrow<Uint32Array>(ids);
+    return CopyIds(a.data(), static_cast<size_t>(a.size()), dataset_size, what, first);
+  }
+  IdsArray a = IdsArray::ensure(ids);
+  if (!a) throw py::error_already_set();
+  return CopyIds(a.data(), static_cast<size_t>(a.size()), dataset_size, what, first);
+}
+
+// An explicit plan from 1-D arrays of ids, one after another (a sampler's
+// epochs, without joining them in Python first): the whole plan, or
+// (total_epochs > 0) epochs [first_epoch, ...) of an open plan of
+// total_epochs epochs.
+PlanSpec PlanFromArrays(const std::vector<py::array>& parts, uint64_t epoch_length,
+                        uint64_t dataset_size, uint64_t total_epochs, uint64_t first_epoch) {
+  auto ids = std::make_shared<std::vector<ItemId>>();
+  size_t total = 0;
+  for (const py::array& part : parts) total += static_cast<size_t>(part.size());
+  ids->reserve(total);
+  uint64_t position = first_epoch * epoch_length;
+  for (const py::array& part : parts) {
+    std::vector<ItemId> v = IdsFromArray(part, dataset_size, "the plan's index ", position);
+    position += v.size();
+    ids->insert(ids->end(), v.begin(), v.end());
   }
   PlanSpec spec;
   spec.kind = SamplerKind::kExplicit;
-  spec.ids = std::move(v);
+  spec.ids = std::move(ids);
   spec.epoch_length = epoch_length;
   spec.dataset_size = dataset_size;
+  spec.total_epochs = total_epochs;
+  spec.first_epoch = first_epoch;
   return spec;
 }
 
@@ -256,14 +307,28 @@ class PyStore {
     ThrowIfError(s);
   }
 
-  void SetPlan(py::array_t<int64_t, py::array::c_style | py::array::forcecast> ids,
-               uint64_t epoch_length, uint64_t start) {
+  void SetPlan(const std::vector<py::array>& parts, uint64_t epoch_length, uint64_t start,
+               uint64_t total_epochs, uint64_t first_epoch) {
     Store* store = Checked();
-    PlanSpec spec = PlanFromArray(ids, epoch_length, store->dataset_size());
+    PlanSpec spec =
+        PlanFromArrays(parts, epoch_length, store->dataset_size(), total_epochs, first_epoch);
     Status s;
     {
       py::gil_scoped_release release;
       s = store->SetPlan(spec, start);
+    }
+    ThrowIfError(s);
+  }
+
+  // The next whole epochs of the open plan SetPlan(total_epochs > 0) gave.
+  void AppendPlan(const py::array& ids) {
+    Store* store = Checked();
+    std::vector<ItemId> v =
+        IdsFromArray(ids, store->dataset_size(), "the appended epochs' index ", 0);
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = store->AppendPlan(std::move(v));
     }
     ThrowIfError(s);
   }
@@ -404,8 +469,9 @@ PYBIND11_MODULE(_core, m) {
            py::arg("tensor"))
       .def("put_encoded", &PyStore::PutEncoded, py::arg("position"), py::arg("index"),
            py::arg("meta"), py::arg("payload"))
-      .def("set_plan", &PyStore::SetPlan, py::arg("ids"), py::arg("epoch_length"),
-           py::arg("start") = 0)
+      .def("set_plan", &PyStore::SetPlan, py::arg("parts"), py::arg("epoch_length"),
+           py::arg("start") = 0, py::arg("total_epochs") = 0, py::arg("first_epoch") = 0)
+      .def("append_plan", &PyStore::AppendPlan, py::arg("ids"))
       .def("mark_consumed", &PyStore::MarkConsumed, py::arg("position"), py::arg("index"))
       .def(
           "get_batch",

@@ -65,11 +65,11 @@ class CachedDataset(torch.utils.data.Dataset):
         self.sampler = sampler
         self.transform = transform
         store.bind(len(dataset), sampler)
-        # A memoryview indexes to a Python int in tens of nanoseconds. The
-        # plan as the store numbers positions: host positions when the store
-        # is shared by a host's local ranks (a view, see PlannedSampler).
-        plan = sampler.store_plan() if sampler is not None else None
-        self._plan = memoryview(plan) if isinstance(plan, np.ndarray) else plan
+        # The plan as the store numbers positions (host positions when the
+        # store is shared by a host's local ranks): the sampler's window of
+        # recorded epochs (a PlanWindow), shared with it in this process; a
+        # worker holds the epochs recorded when it started.
+        self._plan = sampler.store_plan() if sampler is not None else None
         self._cursor = sampler.position() if sampler is not None else 0
         self._stride, self._offset = sampler.store_layout if sampler is not None else (1, 0)
         # Kept apart from the sampler, which workers do not get.
@@ -131,9 +131,10 @@ class CachedDataset(torch.utils.data.Dataset):
         position = getattr(index, "position", None)
         if position is None:
             return self._guess_position(index)
-        if self._plan is not None and (position >= len(self._plan) or
-                                       self._plan[position] != index):
-            self._drift(index, position)
+        if self._plan is not None:
+            planned = self._plan.planned(position)
+            if planned is not None and planned != index:  # None: an epoch not held here
+                self._drift(index, position)
         return position
 
     def _recover_position(self, index):
@@ -167,9 +168,9 @@ class CachedDataset(torch.utils.data.Dataset):
         cache = self._inverses
         inverse = cache.get(epoch)
         if inverse is None:
-            if (epoch + 1) * length > len(self._plan):
+            ids = self._plan.epoch_ids(epoch)
+            if ids is None:
                 return None
-            ids = np.asarray(self._plan[epoch * length:(epoch + 1) * length], dtype=np.int64)
             inverse = np.full(len(self.dataset), -1, dtype=np.int64)
             inverse[ids[::-1]] = np.arange(length - 1, -1, -1)  # the first read wins
             if len(cache) >= 2:
@@ -194,8 +195,9 @@ class CachedDataset(torch.utils.data.Dataset):
         position = self._cursor * self._stride + self._offset
         self._cursor += 1
         if position >= len(self._plan):
-            return NO_POSITION  # past the recorded epochs: an unplanned read
-        if self._plan[position] != index:
+            return NO_POSITION  # past the planned epochs: an unplanned read
+        planned = self._plan.planned(position)
+        if planned is not None and planned != index:
             self._drift(index, position)
         return position
 
@@ -257,11 +259,4 @@ class CachedDataset(torch.utils.data.Dataset):
         # hold an unpicklable torch.Generator) stays in the main process.
         state["sampler"] = None
         state["_inverses"] = {}
-        if isinstance(self._plan, memoryview):
-            state["_plan"] = self._plan.obj  # memoryviews do not pickle
         return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        if isinstance(self._plan, np.ndarray):
-            self._plan = memoryview(self._plan)

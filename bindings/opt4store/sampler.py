@@ -1,4 +1,4 @@
-"""PlannedSampler: records any torch Sampler's order ahead of time."""
+"""PlannedSampler: records any torch Sampler's order a few epochs ahead."""
 
 import copy
 
@@ -6,7 +6,18 @@ import numpy as np
 import torch.utils.data
 
 from . import _core
+from ._epochs import EpochRecorder, PlanWindow, rank_epoch
 from ._errors import InvalidArgumentError
+
+# Epochs recorded past the one being read: the store's planner runs into
+# the next epoch before the sampler begins it, and the epoch after the one
+# it plans holds every next read of a permutation epoch (OPT stays exact).
+EPOCHS_AHEAD = 2
+# A plan of at most this many reads (32 MiB as int64) is recorded whole at
+# creation, as before lazy recording: the store knows every next read, and
+# ``plan`` gives it. A longer one is recorded EPOCHS_AHEAD epochs ahead and
+# lets epochs go once read.
+WHOLE_PLAN_READS = 1 << 22
 
 
 def _make_index(value, position):
@@ -23,45 +34,35 @@ class PlannedIndex(int):
         return (_make_index, (int(self), self.position))
 
 
-def _record(sampler, epochs):
-    """The sampler's order for each epoch, calling set_epoch(e) where it exists."""
-    orders = []
-    for epoch in range(epochs):
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)
-        orders.append(np.fromiter((int(i) for i in sampler), dtype=np.int64))
-    return orders
-
-
-class _StorePlan:
-    """One rank's plan as a store shared by the host's local ranks numbers
-    it: host position i * stride + offset holds plan[i]; the other local
-    ranks' positions read as -1 (never an index). Offers what CachedDataset's
-    drift check needs, len() and [position], without the host-sized array."""
-
-    def __init__(self, plan, stride, offset):
-        self.plan, self.stride, self.offset = plan, stride, offset
-        self._ids = memoryview(plan)  # indexes to a Python int
-
-    def __len__(self):
-        return len(self._ids) * self.stride
-
-    def __getitem__(self, position):
-        i, r = divmod(int(position) - self.offset, self.stride)
-        return self._ids[i] if r == 0 and 0 <= i < len(self._ids) else -1
-
-    def __getstate__(self):
-        return (self.plan, self.stride, self.offset)  # memoryviews do not pickle
-
-    def __setstate__(self, state):
-        self.__init__(*state)
-
-
 class PlannedSampler(torch.utils.data.Sampler):
-    """Wraps a Sampler and records its order for ``epochs`` epochs up front,
-    calling ``set_epoch(e)`` on samplers that have it (DistributedSampler).
-    Each ``iter(sampler)`` yields the next recorded epoch, as
-    ``PlannedIndex`` values. Every epoch must have the same length.
+    """Wraps a Sampler and plans its order for ``epochs`` epochs, calling
+    ``set_epoch(e)`` on samplers that have it (DistributedSampler). Each
+    ``iter(sampler)`` yields the next epoch, as ``PlannedIndex`` values.
+    Every epoch must have the same length (an epoch that differs raises
+    InvalidArgumentError when it is recorded).
+
+    Epochs are recorded lazily, in order, as int64 arrays: at creation the
+    first 1 + EPOCHS_AHEAD, and when the sampler begins epoch e, those
+    through e + EPOCHS_AHEAD, each appended to the bound stores' open plan
+    then (Store.append_plan), an epoch and more before readers reach it. So
+    the store always knows the epoch after the one it plans: with a
+    permutation per epoch every item's next read is known and OPT is exact,
+    as with the whole plan. Where a next read lies further than the epochs
+    known (sampling with replacement, say), OPT ranks the item as read
+    again after everything known until the epoch that holds the read is
+    appended (see next_use.h). RandomSampler, SequentialSampler and
+    DistributedSampler are recorded without a Python int per index; other
+    samplers are iterated (opt4store/_epochs.py). A plan of more than
+    WHOLE_PLAN_READS reads lets each epoch go after the next one has
+    begun. A shorter one is recorded whole at creation, as before, so its
+    store knows every next read (exact OPT with any sampler), and ``plan``
+    gives it. Recording
+    advances the base sampler's generator as iterating it does, ahead of
+    use: draw from that generator elsewhere and the order changes. A
+    DataLoader worker holds the epochs recorded when it starts (the current
+    one and those ahead); ``persistent_workers=True`` with a long plan keeps
+    the first ones only, so in later epochs those workers skip the drift
+    check and cannot recover the position of a plain int index.
 
     ``state_dict()`` / ``load_state_dict()`` resume exactly in the middle of
     an epoch. The sampler counts the indices it handed to the DataLoader; a
@@ -70,12 +71,15 @@ class PlannedSampler(torch.utils.data.Sampler):
     exact count.
 
     A state_dict carries the plan's fingerprint (``self.fingerprint``), and
-    loading it into a sampler whose recorded plan differs is refused. The
-    fingerprint is the C++ PlanFingerprint (64-bit FNV-1a over the plan's
-    length and ids, 16 hex digits; engine/include/opt4store/plan.h), the one
-    the store's description of an explicit plan carries. State_dicts saved
+    loading it into a sampler whose plan differs is refused, as is one saved
+    with more epochs. The fingerprint is the C++ PlanFingerprint (64-bit
+    FNV-1a over the length and ids, 16 hex digits;
+    engine/include/opt4store/plan.h) of the plan's first epoch: hashing
+    every epoch would record the whole run, and the first epoch fixes the
+    base sampler's order (its seed, rank and length). State_dicts saved
     before opt4store took it (their fingerprint is a 40-digit SHA-1) do not
-    load: ``load_state_dict`` raises InvalidArgumentError saying so.
+    load: ``load_state_dict`` raises InvalidArgumentError saying so; nor
+    do those whose fingerprint covered every epoch (before lazy recording).
 
     DDP: over a DistributedSampler, each rank records and yields its own
     share as above. When a CachedDataset binds it to a store shared by the
@@ -102,17 +106,13 @@ class PlannedSampler(torch.utils.data.Sampler):
         if getattr(sampler, "generator", False) is None:
             self.seed = int(torch.empty((), dtype=torch.int64).random_().item())
             sampler.generator = torch.Generator().manual_seed(self.seed)
-        orders = _record(sampler, self.epochs)
-        lengths = {len(o) for o in orders}
-        if len(lengths) != 1:
-            raise InvalidArgumentError(
-                f"the sampler's epochs have different lengths {sorted(lengths)}; "
-                "PlannedSampler needs a fixed epoch length")
-        self.epoch_length = lengths.pop()
-        self.plan = np.concatenate(orders) if orders else np.empty(0, np.int64)
-        if len(self.plan) and self.plan.min() < 0:
-            raise InvalidArgumentError("the sampler yielded a negative index")
-        self.fingerprint = _core.plan_fingerprint(self.plan)
+        self._recorder = EpochRecorder(sampler)
+        first = self._recorder.record()
+        self.epoch_length = len(first)
+        self._window = PlanWindow(self.epoch_length, self.epochs)
+        self._whole = None  # the whole plan, once `plan` built it
+        self._accept(0, first)
+        self.fingerprint = _core.plan_fingerprint(first)
         self._epoch = 0
         self._start = 0
         self._yielded = 0
@@ -124,6 +124,76 @@ class PlannedSampler(torch.utils.data.Sampler):
         # of a store shared by _stride local ranks; else 1 and 0).
         self._stride = 1
         self._offset = 0
+        self._record_ahead()
+
+    # ---- the recorded epochs
+
+    def _accept(self, epoch, ids):
+        """Checks a newly recorded epoch and holds it."""
+        if len(ids) != self.epoch_length:
+            raise InvalidArgumentError(
+                f"the sampler's epoch {epoch} has {len(ids)} indices and epoch 0 had "
+                f"{self.epoch_length}; PlannedSampler needs a fixed epoch length")
+        if len(ids) and ids.min() < 0:
+            raise InvalidArgumentError("the sampler yielded a negative index")
+        if len(ids) and ids.max() > 0xFFFFFFFF:
+            raise InvalidArgumentError(
+                f"the sampler yielded index {int(ids.max())}; indices are below 2^32")
+        self._window.put(epoch, ids.astype(np.uint32))
+
+    def _record_ahead(self, epoch=None, append=True):
+        """Records through EPOCHS_AHEAD epochs past `epoch` (default: the
+        next iter()'s), appending each new one to the bound stores (unless
+        `append` is false: the caller plans them anew); a long plan lets go
+        of epochs before the one before `epoch`. A short plan (at most
+        WHOLE_PLAN_READS) is recorded whole."""
+        epoch = self._epoch if epoch is None else epoch
+        if self._keeps_whole():
+            last, keep_from = self.epochs - 1, 0
+        else:
+            last = min(epoch + EPOCHS_AHEAD, self.epochs - 1)
+            keep_from = max(0, min(epoch, self.epochs - 1) - 1)
+        while self._recorder.next_epoch <= last:
+            e = self._recorder.next_epoch
+            self._window.drop_before(keep_from)
+            ids = self._recorder.record()
+            self._accept(e, ids)
+            for store in self._stores if append else ():
+                if store.is_owner:
+                    store.append_plan(ids if self._stride == 1 else self._host_epoch(e))
+        self._window.drop_before(keep_from)
+
+    def _keeps_whole(self):
+        return self.epochs * self.epoch_length <= WHOLE_PLAN_READS
+
+    def epoch_ids(self, epoch):
+        """Epoch ``epoch``'s indices (uint32), recording up to it if need be.
+        Raises InvalidArgumentError for an epoch a long plan let go."""
+        if not 0 <= epoch < self.epochs:
+            raise InvalidArgumentError(f"epoch {epoch}: the plan has epochs 0 to {self.epochs - 1}")
+        if epoch >= self._recorder.next_epoch:
+            self._record_ahead(epoch - EPOCHS_AHEAD)
+        ids = self._window.epoch_ids(epoch)
+        if ids is None:
+            raise InvalidArgumentError(
+                f"epoch {epoch} of this plan was read and let go: a plan of more than "
+                f"{WHOLE_PLAN_READS} reads is held a few epochs at a time")
+        return ids
+
+    @property
+    def plan(self):
+        """The whole plan, every epoch's indices in one int64 array (records
+        the epochs not yet recorded). For tests and inspection: a plan of
+        more than WHOLE_PLAN_READS reads is never held whole, and this
+        raises InvalidArgumentError; use epoch_ids(e)."""
+        if self._whole is None:
+            if not self._keeps_whole():
+                raise InvalidArgumentError(
+                    f"this plan of {self.epochs * self.epoch_length} reads is recorded a few "
+                    "epochs at a time and never held whole; use epoch_ids(epoch)")
+            self._whole = np.concatenate(
+                [self.epoch_ids(e) for e in range(self.epochs)]).astype(np.int64)
+        return self._whole
 
     def __len__(self):
         return self.epoch_length
@@ -131,13 +201,15 @@ class PlannedSampler(torch.utils.data.Sampler):
     def __iter__(self):
         base, start = self._begin_epoch()
         self._counted_by_loader = False
-        ids = self.plan[base:base + self.epoch_length].tolist()
+        ids = self._window.epoch_ids(base // self.epoch_length) if self.epoch_length else []
         stride, offset = self._stride, self._offset
-        for i in range(start, self.epoch_length):
-            index = PlannedIndex(ids[i])
-            index.position = (base + i) * stride + offset
-            self._yielded = i + 1
-            yield index
+        chunk = 4096  # Python ints a chunk at a time, not an epoch's worth
+        for first in range(start, self.epoch_length, chunk):
+            for k, value in enumerate(ids[first:first + chunk].tolist(), first):
+                index = PlannedIndex(value)
+                index.position = (base + k) * stride + offset
+                self._yielded = k + 1
+                yield index
 
     def take_epoch(self):
         """What the next iter() yields, as arrays, for a loader that reads
@@ -146,7 +218,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         the sampler as iter() does; ``note_yielded(n)`` then says how many of
         them the caller has handed out (state_dict counts from it)."""
         base, start = self._begin_epoch()
-        ids = self.plan[base + start:base + self.epoch_length]
+        ids = self._window.epoch_ids(base // self.epoch_length)[start:].astype(np.int64)
         positions = np.arange(base + start, base + self.epoch_length, dtype=np.uint64)
         positions = positions * np.uint64(self._stride) + np.uint64(self._offset)
         self._taken_from = start
@@ -178,6 +250,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._start = 0
         self._current_epoch = epoch
         self._yielded = 0
+        self._record_ahead(append=False)
         for store in self._stores:
             self._plan_store(store)  # from the new start, as load_state_dict does
 
@@ -197,6 +270,8 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._epoch = epoch + 1
         self._current_epoch = epoch
         self._yielded = start
+        # The stores get the epochs ahead now, long before readers reach them.
+        self._record_ahead(epoch)
         base = epoch * self.epoch_length
         for store in self._stores:
             # Unread positions before here (drop_last's tail) are not read now.
@@ -218,40 +293,36 @@ class PlannedSampler(torch.utils.data.Sampler):
                 "epoch_length": self.epoch_length, "fingerprint": self.fingerprint,
                 "seed": self.seed, "rank": getattr(self.sampler, "rank", None)}
 
-    def _plan_with_seed(self, seed):
-        """(plan, seed): this sampler's order recorded again with `seed` when
-        both this sampler and the saved one were unseeded (they drew
-        different seeds); else the plan as it is."""
+    def _fingerprint_with_seed(self, seed):
+        """(fingerprint, seed): this sampler's first epoch recorded again with
+        `seed` when both this sampler and the saved one were unseeded (they
+        drew different seeds); else this sampler's."""
         if self.seed is None or not isinstance(seed, int) or seed == self.seed:
-            return self.plan, self.seed
+            return self.fingerprint, self.seed
         other = copy.copy(self.sampler)
         other.generator = torch.Generator().manual_seed(seed)
-        plan = np.concatenate(_record(other, self.epochs))
-        if len(plan) != len(self.plan):
-            return self.plan, self.seed
-        return plan, seed
+        first = EpochRecorder(other).record()
+        if len(first) != self.epoch_length:
+            return self.fingerprint, self.seed
+        return _core.plan_fingerprint(first), seed
 
-    def _fingerprint_as_saved(self, state, plan):
-        """The fingerprint this sampler's order has as `state` was saved: its
-        first state["epochs"] epochs (a state saved by a sampler that
-        recorded fewer), recorded for state["rank"] when that is another
-        rank of the same DistributedSampler."""
+    def _fingerprint_as_saved(self, state, fingerprint):
+        """The fingerprint this sampler's order has as `state` was saved
+        (None where it cannot be this plan's: saved with more epochs than
+        this sampler has): its first epoch recorded for state["rank"] when
+        that is another rank of the same DistributedSampler."""
         try:
             epochs = int(state.get("epochs", self.epochs))
         except (TypeError, ValueError):
-            return self.fingerprint
+            return None
         if not 0 < epochs <= self.epochs:
-            return self.fingerprint
+            return None
         rank = state.get("rank")
         if rank is not None and rank != getattr(self.sampler, "rank", None) and \
                 hasattr(self.sampler, "num_replicas") and isinstance(rank, int) and \
                 0 <= rank < self.sampler.num_replicas:
-            other = copy.copy(self.sampler)
-            other.rank = rank
-            return _core.plan_fingerprint(np.concatenate(_record(other, epochs)))
-        if epochs == self.epochs and plan is self.plan:
-            return self.fingerprint
-        return _core.plan_fingerprint(plan[:epochs * self.epoch_length])
+            return _core.plan_fingerprint(rank_epoch(self.sampler, rank, 0))
+        return fingerprint
 
     def _check_count_is_exact(self):
         if self._counted_by_loader or not self._stores or \
@@ -280,9 +351,9 @@ class PlannedSampler(torch.utils.data.Sampler):
             raise InvalidArgumentError(
                 f"load_state_dict: expected a PlannedSampler state dict, got "
                 f"{type(state).__name__}")
-        plan, seed = self._plan_with_seed(state.get("seed"))
+        fingerprint, seed = self._fingerprint_with_seed(state.get("seed"))
         theirs = state.get("fingerprint")
-        if theirs != self._fingerprint_as_saved(state, plan):
+        if theirs != self._fingerprint_as_saved(state, fingerprint):
             if isinstance(theirs, str) and len(theirs) == 40:
                 raise InvalidArgumentError(
                     "this state_dict was saved by an older opt4store, whose plan fingerprint "
@@ -291,17 +362,27 @@ class PlannedSampler(torch.utils.data.Sampler):
                     "this sampler's plan and does not load (see PlannedSampler's docstring)")
             raise InvalidArgumentError(
                 f"this state belongs to another plan (fingerprint {theirs!r}, this sampler's "
-                f"is {self.fingerprint!r}): a different sampler, seed or epoch count")
+                f"is {self.fingerprint!r}): a different sampler, seed or epoch count (or a "
+                "state saved before the fingerprint named the first epoch only)")
+        try:
+            epoch, start = int(state["epoch"]), int(state["index"])
+        except (KeyError, TypeError, ValueError):
+            raise InvalidArgumentError(
+                "load_state_dict: the state lacks an integer 'epoch' and 'index'") from None
         if seed != self.seed:
-            # In place: CachedDatasets hold views of the plan.
-            self.plan[:] = plan
+            # Record this order again from its first epoch, with the saved
+            # seed (bound CachedDatasets hold the same window, now refilled).
             self.seed = seed
             self.sampler.generator = torch.Generator().manual_seed(seed)
-            self.fingerprint = _core.plan_fingerprint(self.plan)
-        self._epoch = int(state["epoch"])
-        self._start = int(state["index"])
+            self._recorder = EpochRecorder(self.sampler)
+            self._window.clear()
+            self._whole = None
+            self.fingerprint = fingerprint
+        self._epoch = epoch
+        self._start = start
         self._current_epoch = self._epoch
         self._yielded = self._start
+        self._record_ahead(append=False)  # the stores get the plan anew just below
         for store in self._stores:
             self._plan_store(store)
 
@@ -324,14 +405,19 @@ class PlannedSampler(torch.utils.data.Sampler):
 
     def _plan_store(self, store):
         """Gives the store this plan from position(), unless another process
-        plans it (a reader of a shared store)."""
+        plans it (a reader of a shared store): the epochs recorded from
+        position()'s on, as an open plan that _record_ahead appends to."""
         if not store.is_owner:
             return
-        if self._stride == 1:
-            store.set_plan(self.plan, self.epoch_length, self.position())
-        else:
-            store.set_plan(self._host_plan_array(), self.epoch_length * self._stride,
-                           self.position() * self._stride)
+        first = min(self._epoch, self.epochs - 1)
+        self._record_ahead(first, append=False)
+        epochs = range(first, self._recorder.next_epoch)
+        of = self._window.epoch_ids if self._stride == 1 else self._host_epoch
+        # The epochs as they are (no array of several epochs is made), in
+        # one call: the planner never runs on the first alone.
+        store.set_plan([of(e) for e in epochs], self.epoch_length * self._stride,
+                       self.position() * self._stride, total_epochs=self.epochs,
+                       first_epoch=first)
 
     def check_shareable(self, local_rank, local_world_size):
         """Raises unless this sampler can drive a store shared by the host's
@@ -368,31 +454,30 @@ class PlannedSampler(torch.utils.data.Sampler):
         return self._stride, self._offset
 
     def store_plan(self):
-        """The plan indexed by the store's positions (for drift checks)."""
-        if self._stride == 1:
-            return self.plan
-        return _StorePlan(self.plan, self._stride, self._offset)
+        """The plan as the store numbers positions, a few epochs of it
+        (a PlanWindow: for drift checks and lost-position recovery)."""
+        self._window.stride, self._window.offset = self._stride, self._offset
+        return self._window
 
-    def _host_plan_array(self):
-        """The host's plan: every local rank's order, interleaved read by read.
-        Recorded anew at each call (the store keeps its own copy), so that
-        the sampler does not hold local_world_size plans."""
+    def _host_epoch(self, epoch):
+        """Epoch `epoch` of the host's plan: every local rank's order,
+        interleaved read by read. The other ranks' orders are recorded anew
+        at each call (the store keeps its own copy), so that the sampler
+        does not hold local_world_size plans."""
         local_world = self._stride
         node = self.sampler.rank // local_world
-        host = np.empty((len(self.plan), local_world), dtype=np.int64)
+        host = np.empty((self.epoch_length, local_world), dtype=np.int64)
         for r in range(local_world):
             if r == self._offset:
-                host[:, r] = self.plan
+                host[:, r] = self._window.epoch_ids(epoch)
                 continue
-            other = copy.copy(self.sampler)
-            other.rank = node * local_world + r
-            orders = _record(other, self.epochs)
-            if any(len(o) != self.epoch_length for o in orders):
+            order = rank_epoch(self.sampler, node * local_world + r, epoch)
+            if len(order) != self.epoch_length:
                 raise InvalidArgumentError(
-                    f"rank {other.rank}'s epochs have lengths {sorted({len(o) for o in orders})}, "
+                    f"rank {node * local_world + r}'s epoch {epoch} has {len(order)} indices, "
                     f"rank {self.sampler.rank}'s {self.epoch_length}: the local ranks of a "
                     "shared store need equal epoch lengths")
-            host[:, r] = np.concatenate(orders)
+            host[:, r] = order
         return host.reshape(-1)
 
     def __getstate__(self):

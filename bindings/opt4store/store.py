@@ -205,13 +205,24 @@ class Store:
         ranks, else None."""
         return self._sharing.layout() if self._sharing is not None else None
 
-    def set_plan(self, ids, epoch_length, start):
-        """Gives the owner's store the plan ``ids`` (an int64 array) with
-        epochs of ``epoch_length``, its readers starting at ``start``."""
+    def set_plan(self, ids, epoch_length, start, total_epochs=0, first_epoch=0):
+        """Gives the owner's store the plan ``ids`` (an int array, or a list
+        of them read one after another) with epochs of ``epoch_length``, its
+        readers starting at ``start``. With ``total_epochs``, an open plan:
+        ``ids`` are its epochs from ``first_epoch`` on, and append_plan gives
+        the later ones."""
         core = self._require_open()
-        ids = int_array("ids", ids, np.int64, core.dataset_size())
-        core.set_plan(ids, check_int("epoch_length", epoch_length),
-                      check_position("start", start))
+        parts = list(ids) if isinstance(ids, (list, tuple)) and ids and \
+            isinstance(ids[0], np.ndarray) else [ids]
+        parts = [_plan_part(core, p) for p in parts]
+        core.set_plan(parts, check_int("epoch_length", epoch_length),
+                      check_position("start", start), check_int("total_epochs", total_epochs),
+                      check_int("first_epoch", first_epoch))
+
+    def append_plan(self, ids):
+        """The next whole epochs of the open plan set_plan gave."""
+        core = self._require_open()
+        core.append_plan(_plan_part(core, ids))
 
     def get(self, position, index):
         """The value stored for ``index``, or None; ``position`` is its plan
@@ -396,3 +407,11 @@ class Store:
     def __repr__(self):
         state = "open" if self.is_open else "not open"
         return f"opt4store.Store({self.path!r}, {state})"
+
+
+def _plan_part(core, ids):
+    """ids as an int array: numpy int arrays (the sampler's uint32 epochs)
+    pass without a copy, and the binding checks their range."""
+    if isinstance(ids, np.ndarray) and ids.dtype.kind in "iu" and ids.ndim == 1:
+        return ids
+    return int_array("ids", ids, np.int64, core.dataset_size())

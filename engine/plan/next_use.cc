@@ -17,7 +17,13 @@ NextUseStream::~NextUseStream() = default;
 Status NextUseStream::Open(std::unique_ptr<PlanSource> source, uint64_t window,
                            std::unique_ptr<NextUseStream>* stream) {
   const PlanShape& shape = source->shape();
-  if (window == 0) window = std::min<uint64_t>(shape.total_reads, kDefaultWindow);
+  const bool open = source->known_end() < shape.total_reads || source->first_position() > 0;
+  if (window == 0) {
+    window = std::min<uint64_t>(shape.total_reads, kDefaultWindow);
+    if (open && shape.epoch_length <= window / kOpenPlanWindowEpochs) {
+      window = kOpenPlanWindowEpochs * shape.epoch_length;
+    }
+  }
   window = std::max<uint64_t>(1, std::min(window, shape.total_reads));
   if (window > UINT32_MAX) {
     return Status::InvalidArgument("look-ahead window of " + std::to_string(window) +
@@ -29,11 +35,13 @@ Status NextUseStream::Open(std::unique_ptr<PlanSource> source, uint64_t window,
   s->ids_.resize(window);
   s->gap_.resize(window);
   s->last_.assign(shape.dataset_size, kNever);
-  if (window >= shape.total_reads) {
+  s->next_pos_ = s->filled_end_ = s->source_->first_position();
+  if (window >= shape.total_reads && !open) {
     OPT4STORE_RETURN_IF_ERROR(s->FillWholePlan());
   } else {
     Reveal unused;
-    while (s->filled_end_ < window) {
+    const uint64_t end = std::min(s->next_pos_ + window, s->source_->known_end());
+    while (s->filled_end_ < end) {
       if (!s->Append(&unused)) return s->status_;
     }
   }
@@ -90,12 +98,13 @@ bool NextUseStream::Next(Access* access, Reveal* reveal) {
   }
   ++next_pos_;
   if (++head_slot_ == window_) head_slot_ = 0;
-  if (filled_end_ < shape().total_reads) Append(reveal);
+  if (filled_end_ < source_->known_end()) Append(reveal);
   return true;
 }
 
 size_t NextUseStream::NextBatch(Access* accesses, size_t max, std::vector<StepReveal>* reveals) {
   const uint64_t total = shape().total_reads;
+  const uint64_t known = source_->known_end();
   size_t n = 0;
   while (n < max && status_.ok() && next_pos_ < filled_end_) {
     const uint64_t slot = head_slot_;
@@ -106,7 +115,7 @@ size_t NextUseStream::NextBatch(Access* accesses, size_t max, std::vector<StepRe
     a.next = gap != 0 ? next_pos_ + gap : (filled_end_ == total ? kNever : kFar);
     ++next_pos_;
     if (++head_slot_ == window_) head_slot_ = 0;
-    if (filled_end_ < total) {
+    if (filled_end_ < known) {
       Reveal reveal;
       Append(&reveal);
       if (reveal.valid) reveals->push_back({n, reveal.id, reveal.next});
@@ -114,6 +123,18 @@ size_t NextUseStream::NextBatch(Access* accesses, size_t max, std::vector<StepRe
     ++n;
   }
   return n;
+}
+
+Status NextUseStream::Extend(std::vector<ItemId> ids, std::vector<Reveal>* reveals) {
+  OPT4STORE_RETURN_IF_ERROR(status_);
+  OPT4STORE_RETURN_IF_ERROR(source_->Append(std::move(ids)));
+  const uint64_t end = std::min(next_pos_ + window_, source_->known_end());
+  while (filled_end_ < end) {
+    Reveal reveal;
+    if (!Append(&reveal)) return status_;
+    if (reveal.valid) reveals->push_back(reveal);
+  }
+  return Status::OK();
 }
 
 bool NextUseStream::Append(Reveal* reveal) {

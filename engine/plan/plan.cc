@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <numeric>
 
 #include "opt4store/number_file.h"
@@ -164,22 +165,64 @@ class FileSource final : public PlanSource {
 
 class ExplicitSource final : public PlanSource {
  public:
-  ExplicitSource(std::shared_ptr<const std::vector<ItemId>> ids, const PlanShape& shape)
-      : ids_(std::move(ids)) {
+  ExplicitSource(std::shared_ptr<const std::vector<ItemId>> ids, const PlanShape& shape,
+                 uint64_t first_position, bool open) {
     shape_ = shape;
+    first_position_ = first_position;
+    known_end_ = first_position + ids->size();
+    open_ = open;
+    chunks_.push_back(std::move(ids));
   }
 
   Status Read(ItemId* out, size_t max, size_t* count) override {
-    size_t take = std::min(max, ids_->size() - next_);
-    std::copy_n(ids_->begin() + static_cast<ptrdiff_t>(next_), take, out);
-    next_ += take;
-    *count = take;
+    size_t n = 0;
+    while (n < max && !chunks_.empty()) {
+      const std::vector<ItemId>& front = *chunks_.front();
+      const size_t take = std::min(max - n, front.size() - next_);
+      std::copy_n(front.begin() + static_cast<ptrdiff_t>(next_), take, out + n);
+      n += take;
+      next_ += take;
+      if (next_ == front.size()) {  // read: let it go (an open plan's epochs)
+        chunks_.pop_front();
+        next_ = 0;
+      }
+    }
+    *count = n;
+    return Status::OK();
+  }
+
+  Status Append(std::vector<ItemId> ids) override {
+    if (!open_) {
+      return Status::InvalidArgument(
+          "only an open explicit plan (PlanSpec::total_epochs) takes appended epochs");
+    }
+    const uint64_t length = shape_.epoch_length;
+    if (ids.empty() || ids.size() % length != 0) {
+      return Status::InvalidArgument("appended " + std::to_string(ids.size()) +
+                                     " reads: not whole epochs of " + std::to_string(length));
+    }
+    if (known_end_ + ids.size() > shape_.total_reads) {
+      return Status::InvalidArgument(
+          "appended reads up to position " + std::to_string(known_end_ + ids.size()) +
+          " run past the plan's " + std::to_string(shape_.total_reads) + " reads (" +
+          std::to_string(shape_.epochs) + " epochs)");
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] >= shape_.dataset_size) {
+        return Status::OutOfRange("plan position " + std::to_string(known_end_ + i) + ": id " +
+                                  std::to_string(ids[i]) + " is not below the dataset size " +
+                                  std::to_string(shape_.dataset_size));
+      }
+    }
+    known_end_ += ids.size();
+    chunks_.push_back(std::make_shared<const std::vector<ItemId>>(std::move(ids)));
     return Status::OK();
   }
 
  private:
-  std::shared_ptr<const std::vector<ItemId>> ids_;
-  size_t next_ = 0;
+  std::deque<std::shared_ptr<const std::vector<ItemId>>> chunks_;  // unread, in order
+  size_t next_ = 0;  // in chunks_.front()
+  bool open_ = false;
 };
 
 Status OpenFileSource(const PlanSpec& spec, std::unique_ptr<PlanSource>* source) {
@@ -228,12 +271,40 @@ Status OpenExplicitSource(const PlanSpec& spec, std::unique_ptr<PlanSource>* sou
     if (max_id == UINT32_MAX) return Status::OutOfRange("id 2^32-1 is reserved");
     shape.dataset_size = uint64_t{max_id} + 1;
   }
-  OPT4STORE_RETURN_IF_ERROR(ShapeEpochs(ids.size(), spec.epoch_length, 0, &shape));
-  source->reset(new ExplicitSource(spec.ids, shape));
+  if (spec.total_epochs == 0) {
+    OPT4STORE_RETURN_IF_ERROR(ShapeEpochs(ids.size(), spec.epoch_length, 0, &shape));
+    source->reset(new ExplicitSource(spec.ids, shape, 0, false));
+    return Status::OK();
+  }
+  // An open plan: its shape is the whole run; ids are its first epochs.
+  const uint64_t length = spec.epoch_length;
+  if (length == 0 || ids.size() % length != 0) {
+    return Status::InvalidArgument("an open explicit plan needs an epoch length (" +
+                                   std::to_string(length) + ") that divides its " +
+                                   std::to_string(ids.size()) + " reads");
+  }
+  const uint64_t given = ids.size() / length;
+  if (spec.first_epoch + given > spec.total_epochs ||
+      spec.total_epochs > UINT64_MAX / length) {
+    return Status::InvalidArgument(
+        "an open explicit plan holds epochs " + std::to_string(spec.first_epoch) + " to " +
+        std::to_string(spec.first_epoch + given - 1) + " of " +
+        std::to_string(spec.total_epochs));
+  }
+  shape.epoch_length = length;
+  shape.epochs = spec.total_epochs;
+  shape.total_reads = spec.total_epochs * length;
+  source->reset(new ExplicitSource(spec.ids, shape, spec.first_epoch * length, true));
   return Status::OK();
 }
 
 }  // namespace
+
+Status PlanSource::Append(std::vector<ItemId> ids) {
+  (void)ids;
+  return Status::InvalidArgument(
+      "only an open explicit plan (PlanSpec::total_epochs) takes appended epochs");
+}
 
 uint64_t Mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -335,6 +406,10 @@ std::string PlanSpec::Describe() const {
       add("reads", std::to_string(reads));
       add("fingerprint", PlanFingerprint(ids ? ids->data() : nullptr, reads));
       if (dataset_size) add("n", std::to_string(dataset_size));
+      if (total_epochs) {  // open: ids are epochs from first_epoch on
+        add("epochs", std::to_string(total_epochs));
+        add("first_epoch", std::to_string(first_epoch));
+      }
       break;
     }
     default:

@@ -55,6 +55,11 @@ Status Residency::SetPlan(const PlanSpec& spec, uint64_t start) {
   OPT4STORE_RETURN_IF_ERROR(NextUseStream::Open(std::move(source), options_.plan_window, &stream));
   const uint64_t total = stream->shape().total_reads;
   start = std::min(start, total);
+  if (start < stream->position()) {
+    return Status::InvalidArgument("the plan starts at position " +
+                                   std::to_string(stream->position()) + " (its first epoch given), "
+                                   "after the start position " + std::to_string(start));
+  }
   // Skip to the start: the policy begins empty there, as the RAM tier does.
   std::vector<Access> skip(4096);
   std::vector<StepReveal> reveals;
@@ -95,6 +100,7 @@ Status Residency::SetPlan(const PlanSpec& spec, uint64_t start) {
   }
 
   plan_ = spec;
+  if (spec.total_epochs) plan_.ids.reset();  // an open plan's epochs go once read
   stream_ = std::move(stream);
   policy_ = std::move(policy);
   total_ = total;
@@ -104,6 +110,17 @@ Status Residency::SetPlan(const PlanSpec& spec, uint64_t start) {
   std::fill(prefetch_pins_.begin(), prefetch_pins_.end(), 0);
   staged_bytes_ = 0;
   fetched_ = {};
+  return Status::OK();
+}
+
+Status Residency::AppendPlan(std::vector<ItemId> ids) {
+  if (!has_plan()) return Status::InvalidArgument("AppendPlan: there is no plan to append to");
+  std::vector<Reveal> reveals;
+  OPT4STORE_RETURN_IF_ERROR(stream_->Extend(std::move(ids), &reveals).WithContext("plan"));
+  for (const Reveal& reveal : reveals) {
+    policy_->OnReveal(reveal);
+    if (options_.disk) tiers_->SetNextUse(reveal.id, reveal.next);
+  }
   return Status::OK();
 }
 
@@ -119,6 +136,7 @@ void Residency::PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_
   const bool bytes = options_.ram_items == 0;
   Access a;
   Reveal reveal;
+  limit = std::min(limit, stream_->lookahead_end());  // an open plan knows no more yet
   while (planned_ < limit) {
     if (bytes && planned_ >= force_through && sizes_[stream_->PeekId(planned_)] == 0 &&
         planned_ + options_.prefetch_depth >= high_water) {

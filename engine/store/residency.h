@@ -118,6 +118,10 @@ class Residency {
   // Starts over on `plan` at `start`: the policy begins empty there, as the
   // RAM tier does (the caller empties it). Sends the disk tier its next uses.
   Status SetPlan(const PlanSpec& plan, uint64_t start);
+  // Appends the next whole epochs of an open explicit plan (see plan.h):
+  // ids consumed as "read again beyond what is known" whose next read they
+  // hold are revealed to the policy and the disk tier now.
+  Status AppendPlan(std::vector<ItemId> ids);
   bool has_plan() const { return stream_ != nullptr; }
   const PlanSpec& plan() const { return plan_; }
   uint64_t total_positions() const { return total_; }

@@ -61,6 +61,13 @@ Status Store::Impl::SetPlan(const PlanSpec& plan, uint64_t start_position) {
   return Status::OK();
 }
 
+Status Store::Impl::AppendPlan(std::vector<ItemId> ids) {
+  if (!InOwner()) return Status::InvalidArgument("AppendPlan: only the owner process plans");
+  if (disk_only_) return Status::InvalidArgument("AppendPlan: the store is open in disk-only mode");
+  MutexLock lock(&mu_);
+  return residency_->AppendPlan(std::move(ids));
+}
+
 uint64_t Store::Impl::ResumePosition() const { return resume_position_; }
 
 uint64_t Store::Impl::Frontier() const {
@@ -279,6 +286,8 @@ Status Store::SetPlan(const PlanSpec& plan, uint64_t start_position) {
 uint64_t Store::ResumePosition() const { return impl_->ResumePosition(); }
 uint64_t Store::Frontier() const { return impl_->Frontier(); }
 void Store::BeginEpoch(uint64_t position) { impl_->BeginEpoch(position); }
+
+Status Store::AppendPlan(std::vector<ItemId> ids) { return impl_->AppendPlan(std::move(ids)); }
 uint64_t Store::ReadingFrom() const { return impl_->ReadingFrom(); }
 bool Store::FirstWarning(uint32_t kind) { return impl_->FirstWarning(kind); }
 Status Store::Flush() { return impl_->Flush(); }

@@ -82,6 +82,7 @@ class Store::Impl : private ResidencyTiers {
   void Locate(const ItemId* ids, size_t n, GetSource* sources) const;
 
   Status SetPlan(const PlanSpec& plan, uint64_t start_position);
+  Status AppendPlan(std::vector<ItemId> ids);
   uint64_t ResumePosition() const;
   uint64_t Frontier() const;
   // The reads and planner counters as saved at close ("name value" lines),

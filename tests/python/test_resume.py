@@ -54,8 +54,11 @@ def _documented_fingerprint(ids):
 
 
 def test_fingerprint_is_the_cpp_plan_fingerprint():
+    """Of the plan's first epoch: hashing every epoch would record the whole
+    run (PlannedSampler's docstring)."""
     s = make_sampler()
-    assert s.fingerprint == _core.plan_fingerprint(s.plan) == _documented_fingerprint(s.plan)
+    first = s.plan[:N]
+    assert s.fingerprint == _core.plan_fingerprint(first) == _documented_fingerprint(first)
     # The constants tests/plan_test.cc checks the C++ function against.
     assert _core.plan_fingerprint(np.array([3, 1, 4, 1, 5, 9, 2, 6])) == "a11da7398e6bf662"
     assert _core.plan_fingerprint(np.empty(0, np.int64)) == "a8c7f832281a39c5"

@@ -16,6 +16,15 @@
 // plan's length. With window >= the plan's length (or for shuffled epochs,
 // window >= 2 epochs) no kFar is ever returned and OPT is exact.
 //
+// An open plan (PlanSpec::total_epochs: the source knows only its first
+// epochs) starts at the source's first_position() and fills the window
+// only up to what the source knows; Extend() appends epochs and fills on.
+// There, kFar means "not read again before the end of what is known (or of
+// the window)": an id whose next read lies in an epoch not yet appended is
+// ranked as far until that epoch comes, and the reveal follows then. With
+// every epoch a permutation and the epoch after the current one known, no
+// id's next read is unknown, so OPT is exact as with the whole plan.
+//
 // Thread safety: not thread-safe; one owner.
 #ifndef OPT4STORE_NEXT_USE_H_
 #define OPT4STORE_NEXT_USE_H_
@@ -56,6 +65,11 @@ struct StepReveal {
 
 // Default look-ahead: 8 Mi positions (64 MiB), or the whole plan if shorter.
 constexpr uint64_t kDefaultWindow = uint64_t{1} << 23;
+// An open plan's default look-ahead in epochs: PlannedSampler keeps two
+// epochs past the one it hands out, so about three are known past the
+// planner; a permutation epoch's next reads lie within two. A longer window
+// would cost memory (8 bytes a slot here, and the policy's ring) for nothing.
+constexpr uint64_t kOpenPlanWindowEpochs = 3;
 
 class NextUseStream {
  public:
@@ -63,15 +77,26 @@ class NextUseStream {
   NextUseStream(const NextUseStream&) = delete;
   NextUseStream& operator=(const NextUseStream&) = delete;
 
-  // window == 0 means min(total reads, kDefaultWindow). The window is
-  // clamped to the plan's total reads. Fills the first window here.
+  // window == 0 means min(total reads, kDefaultWindow), and for an open
+  // plan at most kOpenPlanWindowEpochs epochs. The window is clamped to the
+  // plan's total reads. Fills the first window here (what the source knows
+  // of it).
   static Status Open(std::unique_ptr<PlanSource> source, uint64_t window,
                      std::unique_ptr<NextUseStream>* stream);
 
   const PlanShape& shape() const { return source_->shape(); }
   uint64_t window() const { return window_; }
-  // True when the window spans the whole plan, so no kFar can occur.
-  bool covers_whole_plan() const { return window_ >= shape().total_reads; }
+  // True when the window spans the whole plan and the source knows all of
+  // it, so no kFar can occur.
+  bool covers_whole_plan() const {
+    return window_ >= shape().total_reads && source_->first_position() == 0 &&
+           source_->known_end() == shape().total_reads;
+  }
+
+  // Appends the next whole epochs of an open plan (PlanSource::Append) and
+  // fills the window with them. Ids consumed earlier as kFar whose next read
+  // is now known are appended to *reveals. On error nothing is appended.
+  Status Extend(std::vector<ItemId> ids, std::vector<Reveal>* reveals);
 
   // The next position to consume (== number consumed so far).
   uint64_t position() const { return next_pos_; }

@@ -7,6 +7,9 @@
 // and holds O(dataset_size) memory however many epochs it spans. A file plan
 // streams from disk; an explicit plan serves an in-memory vector (how the
 // Python package hands over the order it recorded from a torch Sampler).
+// An open explicit plan (PlanSpec::total_epochs) is given a few epochs at a
+// time: it starts with the epochs in `ids` and takes each later epoch with
+// PlanSource::Append, so that a long run never holds its whole plan.
 //
 // The generators, exactly (so that any implementation can reproduce them):
 //   Mix64(z)         = SplitMix64's finalizer:
@@ -33,6 +36,7 @@
 #ifndef OPT4STORE_PLAN_H_
 #define OPT4STORE_PLAN_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -87,6 +91,14 @@ struct PlanSpec {
   // divide the number of reads.
   uint64_t epoch_length = 0;
 
+  // Open explicit plans: the plan has total_epochs epochs of epoch_length
+  // reads (epoch_length must be given), `ids` holds epochs
+  // [first_epoch, first_epoch + ids->size() / epoch_length) of them, and the
+  // later ones come with PlanSource::Append (Store::AppendPlan). Positions
+  // still count from epoch 0. 0 means `ids` is the whole plan.
+  uint64_t total_epochs = 0;
+  uint64_t first_epoch = 0;
+
   // A canonical one-line description, e.g.
   // "shuffle n=1000 epochs=3 seed=7". Two specs that describe the same
   // generated plan give the same string.
@@ -110,14 +122,32 @@ class PlanSource {
 
   const PlanShape& shape() const { return shape_; }
 
+  // The position of the first id Read() gives: 0, except for an open
+  // explicit plan given from a later epoch (PlanSpec::first_epoch).
+  uint64_t first_position() const { return first_position_; }
+  // One past the last position Read() can give now: shape().total_reads,
+  // except for an open explicit plan whose later epochs are not yet
+  // appended.
+  uint64_t known_end() const { return std::min(known_end_, shape_.total_reads); }
+
   // Writes up to `max` next ids to out[0..*count). *count == 0 means the plan
-  // is exhausted. Returns an error for a file that changed or broke since
-  // it was opened; later calls keep returning it.
+  // is exhausted (or, for an open plan, that nothing more is known yet:
+  // see known_end()). Returns an error for a file that changed or broke
+  // since it was opened; later calls keep returning it.
   virtual Status Read(ItemId* out, size_t max, size_t* count) = 0;
+
+  // Appends the next whole epochs of an open explicit plan: ids.size() a
+  // multiple of epoch_length, not past total_reads, every id below the
+  // dataset size. Returns InvalidArgument for any other plan or a wrong
+  // count, OutOfRange for an id (naming its position); on error nothing
+  // is appended.
+  virtual Status Append(std::vector<ItemId> ids);
 
  protected:
   PlanSource() = default;
   PlanShape shape_;
+  uint64_t first_position_ = 0;
+  uint64_t known_end_ = UINT64_MAX;  // clamped to total_reads by known_end()
 };
 
 // Validates the spec (a file plan is scanned once, so that a malformed line

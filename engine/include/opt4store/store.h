@@ -234,6 +234,15 @@ class Store {
   // The RAM tier is emptied (the policy's state belongs to the old plan);
   // the disk tier keeps everything. The plan's dataset size must match.
   Status SetPlan(const PlanSpec& plan, uint64_t start_position = 0);
+  // Appends the next whole epochs of an open explicit plan (PlanSpec::
+  // total_epochs), which the current plan must be: the RAM tier and the
+  // policy carry on, and ids whose next read the new epochs hold are ranked
+  // by it from now on. Returns InvalidArgument (no open plan, not whole
+  // epochs, past the plan's end) or OutOfRange (an id); then nothing
+  // changed. Append each epoch before the readers reach it, or they read
+  // unplanned positions; one epoch past the current one keeps OPT exact
+  // for permutation epochs (next_use.h).
+  Status AppendPlan(std::vector<ItemId> ids);
   // The cursor saved for the current plan: at open, the one the last run's
   // Flush or Close saved when it belongs to the same plan and the readers
   // had not finished it (else 0), which is where the planner starts; later,
