@@ -240,11 +240,7 @@ class Store:
         """Store.get for each (position, index) pair, in one call: a list of
         values, None for a miss."""
         core = self._require_open()
-        positions = int_array("positions", positions, np.uint64)
-        indices = int_array("indices", indices, np.int64, core.dataset_size())
-        if len(positions) != len(indices):
-            raise InvalidArgumentError(f"positions and indices differ in length: "
-                                       f"{len(positions)} and {len(indices)}")
+        positions, indices = _paired(core, positions, indices)
         results = core.get_batch(positions, indices)
         planned = positions[positions != NO_POSITION]
         if len(planned):
@@ -304,11 +300,7 @@ class Store:
         skips them: drop_last's tail), so that the store does not wait for
         them."""
         core = self._require_open()
-        positions = int_array("positions", positions, np.uint64)
-        indices = int_array("indices", indices, np.int64, core.dataset_size())
-        if len(positions) != len(indices):
-            raise InvalidArgumentError(f"positions and indices differ in length: "
-                                       f"{len(positions)} and {len(indices)}")
+        positions, indices = _paired(core, positions, indices)
         for position, index in zip(positions.tolist(), indices.tolist()):
             core.mark_consumed(position, index)
 
@@ -415,3 +407,14 @@ def _plan_part(core, ids):
     if isinstance(ids, np.ndarray) and ids.dtype.kind in "iu" and ids.ndim == 1:
         return ids
     return int_array("ids", ids, np.int64, core.dataset_size())
+
+
+def _paired(core, positions, indices):
+    """positions (uint64) and indices (int64, in the dataset) as arrays of
+    one length."""
+    positions = int_array("positions", positions, np.uint64)
+    indices = int_array("indices", indices, np.int64, core.dataset_size())
+    if len(positions) != len(indices):
+        raise InvalidArgumentError(f"positions and indices differ in length: "
+                                   f"{len(positions)} and {len(indices)}")
+    return positions, indices
