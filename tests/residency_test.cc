@@ -183,6 +183,81 @@ TEST_CASE("Residency: a restart prefetches the next reads from disk and lets the
   CHECK(batch == std::vector<ItemId>(ids.begin() + 10, ids.begin() + 14));
 }
 
+TEST_CASE("Residency: reads consumed ahead of a lagging reader let their staged items go",
+          "[residency]") {
+  const uint64_t n = 64;
+  const PlanSpec plan = ShufflePlan(n, 1, 3);  // one epoch: each item read once
+  std::vector<ItemId> ids;
+  REQUIRE(PlanIds(plan, &ids).ok());
+  FakeTiers tiers(n);
+  for (uint64_t id = 0; id < n; ++id) tiers.on_disk[id] = true;
+  ResidencyOptions o;
+  o.num_ids = n;
+  o.ram_items = 8;
+  o.prefetch_depth = 20;
+  o.staging = 10;
+  o.ring_slots = 256;
+  o.disk = true;
+  Residency r(o, &tiers);
+  REQUIRE(r.SetPlan(plan, 0).ok());
+  r.PlanAhead(o.prefetch_depth, 0, 0);
+  std::vector<ItemId> batch;
+  r.CollectPrefetch(&batch);
+  REQUIRE(batch.size() == 10);
+  for (ItemId id : batch) tiers.ram.insert(id);
+
+  // Workers read positions 1-5; the reader of position 0 lags, so the
+  // frontier stays at 0. The items read go at once, and staging refills.
+  for (uint64_t p = 1; p < 6; ++p) tiers.consumed[p] = ids[p];
+  r.AdvanceFrontier(6, 0);
+  CHECK(r.frontier() == 0);
+  CHECK(tiers.ram.count(ids[0]) == 1);  // still to be read
+  for (uint64_t p = 1; p < 6; ++p) CHECK(tiers.ram.count(ids[p]) == 0);
+  r.CollectPrefetch(&batch);
+  CHECK(batch == std::vector<ItemId>(ids.begin() + 10, ids.begin() + 15));
+  for (ItemId id : batch) tiers.ram.insert(id);
+
+  // A fetched item goes once its read is consumed, not when the frontier
+  // passes; then the lagging read and the frontier move on, counting each
+  // staged item once.
+  tiers.ram.insert(ids[40]);
+  r.HoldFetched(ids[40], 40);
+  CHECK(r.Keep(ids[40]));
+  tiers.consumed[40] = ids[40];
+  r.AdvanceFrontier(41, 0);
+  CHECK(tiers.ram.count(ids[40]) == 0);
+  tiers.consumed[0] = ids[0];
+  r.AdvanceFrontier(41, 0);
+  CHECK(r.frontier() == 6);
+  CHECK(tiers.evictions == 7);
+  r.CollectPrefetch(&batch);
+  CHECK(batch == std::vector<ItemId>(ids.begin() + 15, ids.begin() + 16));
+}
+
+TEST_CASE("Residency: at the plan's end RAM lets go of what the disk tier holds", "[residency]") {
+  const PlanSpec plan = ShufflePlan(30, 2, 4);
+  std::vector<ItemId> ids;
+  REQUIRE(PlanIds(plan, &ids).ok());
+  for (bool on_disk : {false, true}) {
+    FakeTiers tiers(30);
+    for (uint64_t id = 0; id < 30; ++id) tiers.on_disk[id] = on_disk;
+    ResidencyOptions o;
+    o.num_ids = 30;
+    o.ram_items = 30;  // holds everything: every read of epoch 2 hits
+    o.prefetch_depth = 4;
+    o.ring_slots = 64;
+    o.disk = on_disk;
+    Residency r(o, &tiers);
+    REQUIRE(r.SetPlan(plan, 0).ok());
+    CHECK(ReadInOrder(&r, &tiers, ids, 4, 30, false) == 30);
+    r.AdvanceFrontier(ids.size(), 0);
+    INFO("on disk: " << on_disk);
+    // Never read again: kept without a disk tier (a read past the plan
+    // finds it), dropped when the disk tier has it.
+    CHECK(tiers.ram.size() == (on_disk ? 0u : 30u));
+  }
+}
+
 TEST_CASE("Residency: drift and unread positions are counted and passed", "[residency]") {
   const uint64_t n = 50;
   const PlanSpec plan = ShufflePlan(n, 2, 1);

@@ -105,11 +105,12 @@ Status Residency::SetPlan(const PlanSpec& spec, uint64_t start) {
   policy_ = std::move(policy);
   total_ = total;
   frontier_ = planned_ = prefetch_cursor_ = start;
+  swept_at_end_ = false;
   std::fill(first_pending_.begin(), first_pending_.end(), 0);
   std::fill(last_pending_.begin(), last_pending_.end(), 0);
   std::fill(prefetch_pins_.begin(), prefetch_pins_.end(), 0);
   staged_bytes_ = 0;
-  fetched_ = {};
+  fetched_.clear();
   return Status::OK();
 }
 
@@ -175,18 +176,31 @@ void Residency::PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_
     }
     planned_ = a.pos + 1;
   }
+  if (planned_ == total_ && !swept_at_end_ && options_.disk) {
+    // From here no item without a pending read is read again: those the
+    // disk tier holds leave RAM (HeldAfter), once.
+    swept_at_end_ = true;
+    for (ItemId id = 0; id < options_.num_ids; ++id) {
+      if (first_pending_[id] == 0) MaybeEvict(id);
+    }
+  }
 }
 
 void Residency::Release(uint64_t position) {
   Slot& slot = SlotAt(position);
-  first_pending_[slot.id] = slot.next;
-  if (slot.next == 0) last_pending_[slot.id] = 0;
-  if (slot.flags & kPrefetchPin) {
-    --prefetch_pins_[slot.id];
-    staged_bytes_ -= std::min<uint64_t>(staged_bytes_, CostOf(slot.id));
-  }
+  if (!(slot.flags & kReleased)) ReleaseRead(&slot);
   slot.flags = 0;
-  MaybeEvict(slot.id);
+}
+
+void Residency::ReleaseRead(Slot* slot) {
+  first_pending_[slot->id] = slot->next;
+  if (slot->next == 0) last_pending_[slot->id] = 0;
+  if (slot->flags & kPrefetchPin) {
+    --prefetch_pins_[slot->id];
+    staged_bytes_ -= std::min<uint64_t>(staged_bytes_, CostOf(slot->id));
+  }
+  slot->flags &= static_cast<uint8_t>(~kPrefetchPin);
+  MaybeEvict(slot->id);
 }
 
 bool Residency::EpochLeft(uint64_t position, uint64_t high_water, int64_t now_ms) {
@@ -231,23 +245,49 @@ void Residency::AdvanceFrontier(uint64_t high_water, int64_t now_ms, uint64_t ep
     ++frontier_;
   }
   if (prefetch_cursor_ < frontier_) prefetch_cursor_ = frontier_;
-  ExpireFetched();
+  ReleaseConsumed();
 }
 
-void Residency::ExpireFetched() {
-  while (!fetched_.empty() && fetched_.top().first < frontier_) {
-    const ItemId id = fetched_.top().second;
-    fetched_.pop();
-    --prefetch_pins_[id];
-    MaybeEvict(id);
+// Readers (workers with prefetch_factor batches each) run ahead of the
+// frontier, which waits for the slowest. Were their reads released only as
+// the frontier passes, RAM would hold what the policy held at the frontier
+// plus every item the reads ahead of it admitted, past ram=, and turn away
+// prefetches and the fetches that carry disk items to the workers. So a
+// read consumed as planned that is its id's first pending read is released
+// at once, and a fetched item goes once its read is consumed.
+void Residency::ReleaseConsumed() {
+  ItemId got = 0;
+  for (uint64_t p = frontier_; p < planned_; ++p) {
+    Slot& slot = SlotAt(p);
+    if ((slot.flags & kReleased) || !tiers_->Consumed(p, &got) || got != slot.id) continue;
+    const uint32_t index = static_cast<uint32_t>(p & (options_.ring_slots - 1));
+    if (first_pending_[slot.id] != index + 1) continue;  // an earlier read of it is pending
+    ReleaseRead(&slot);
+    slot.flags |= kReleased;
   }
+  size_t kept = 0;
+  for (size_t i = 0; i < fetched_.size(); ++i) {
+    const Fetched f = fetched_[i];
+    if (f.until >= frontier_ && !(InPlan(f.position) && tiers_->Consumed(f.position, &got))) {
+      fetched_[kept++] = f;
+      continue;
+    }
+    --prefetch_pins_[f.id];
+    staged_bytes_ -= std::min<uint64_t>(staged_bytes_, CostOf(f.id));
+    MaybeEvict(f.id);
+  }
+  fetched_.resize(kept);
 }
 
 // ---------------------------------------------------------------- decisions
 
 bool Residency::HeldAfter(ItemId id, uint32_t next_slot) const {
   if (next_slot != 0) return (slots_[next_slot - 1].flags & kHit) != 0;
-  return policy_->Contains(id);
+  // Planned to the end and no read pending: never read again in the plan.
+  // The policy may still hold it (nothing made it evict); RAM need not when
+  // the disk tier has it (a read past the plan finds it there), and the
+  // room goes to the fetches and prefetches of the plan's last reads.
+  return policy_->Contains(id) && (planned_ < total_ || !tiers_->OnDisk(id));
 }
 
 bool Residency::Keep(ItemId id) const {
@@ -286,6 +326,7 @@ void Residency::CollectPrefetch(std::vector<ItemId>* ids) {
     Slot& slot = SlotAt(prefetch_cursor_);
     const ItemId id = slot.id;
     ++prefetch_cursor_;
+    if (slot.flags & kReleased) continue;  // read already
     const bool resident = tiers_->InRam(id);
     if (slot.flags & kHit) {
       // The policy's own copy should be there; if it was lost, bring it back.
@@ -304,7 +345,8 @@ void Residency::HoldFetched(ItemId id, uint64_t position) {
   const uint64_t until = InPlan(position) ? std::max(position, frontier_)
                                           : frontier_ + options_.prefetch_depth;
   ++prefetch_pins_[id];
-  fetched_.emplace(until, id);
+  staged_bytes_ += CostOf(id);
+  fetched_.push_back({InPlan(position) ? position : ~uint64_t{0}, until, id});
 }
 
 }  // namespace opt4store

@@ -155,8 +155,9 @@ class Residency {
   // Up to 32 ids the next planned reads need from disk into RAM, within the
   // staging budget; each is pinned until its read is consumed.
   void CollectPrefetch(std::vector<ItemId>* ids);
-  // id was fetched into RAM for a reader's request at `position`: held until
-  // the frontier passes it (or prefetch_depth positions, outside the plan).
+  // id was fetched into RAM for a reader's request at `position`: held, in
+  // the staging budget, until that read is consumed or the frontier passes
+  // it (prefetch_depth positions on, outside the plan).
   void HoldFetched(ItemId id, uint64_t position);
 
   // ---- counters
@@ -169,6 +170,7 @@ class Residency {
   enum SlotFlags : uint8_t {
     kHit = 1,          // the policy hit: it holds the item from its last read
     kPrefetchPin = 4,  // brought (or kept) from the disk tier for this read
+    kReleased = 8,     // consumed ahead of the frontier and released then
   };
   struct Slot {
     ItemId id = 0;
@@ -182,7 +184,12 @@ class Residency {
   }
   void Release(uint64_t position);
   bool EpochLeft(uint64_t position, uint64_t high_water, int64_t now_ms);
-  void ExpireFetched();
+  // Releases reads consumed ahead of the frontier (each the first pending
+  // read of its id, read as planned) and lets fetched items go once their
+  // reads are consumed or the frontier passed them.
+  void ReleaseConsumed();
+  // Unlinks the read from its id's pending reads and unpins its staged item.
+  void ReleaseRead(Slot* slot);
   bool HeldAfter(ItemId id, uint32_t next_slot) const;
 
   const ResidencyOptions options_;
@@ -195,6 +202,7 @@ class Residency {
   uint64_t frontier_ = 0;
   uint64_t planned_ = 0;
   uint64_t prefetch_cursor_ = 0;
+  bool swept_at_end_ = false;  // planned_ reached total_ and RAM was swept
   std::vector<Slot> slots_;              // ring over [frontier_, planned_)
   std::vector<uint32_t> first_pending_;  // per id: slot index + 1, 0 none
   std::vector<uint32_t> last_pending_;
@@ -202,11 +210,15 @@ class Residency {
   std::vector<uint32_t> sizes_;  // meta + payload, 0 unknown
   uint64_t size_sum_ = 0;
   uint64_t size_count_ = 0;
-  uint64_t staged_bytes_ = 0;  // bytes held by prefetch pins
-  // Fetched items held until the frontier passes `first`.
-  std::priority_queue<std::pair<uint64_t, ItemId>, std::vector<std::pair<uint64_t, ItemId>>,
-                      std::greater<>>
-      fetched_;
+  uint64_t staged_bytes_ = 0;  // bytes held by prefetch pins and fetched items
+  // Fetched items, held until their read is consumed or the frontier passes
+  // `until`; counted in staged_bytes_.
+  struct Fetched {
+    uint64_t position;  // the read that asked for it (~0: none in the plan)
+    uint64_t until;
+    ItemId id;
+  };
+  std::vector<Fetched> fetched_;
   std::vector<ItemId> evicted_;  // scratch
 
   // The latest epoch readers were seen to leave (+1; 0: none), and when.
