@@ -109,19 +109,26 @@ StoreOptions FullDiskOptions(const ScratchStore& scratch) {
   return o;
 }
 
-Status PutSample(Store* store, ItemId id) {
-  return store->Put(kNoPosition, id, SampleMeta(id), SamplePayload(id, kShape));
+// A test's values: ids [0, items) with payloads of `shape`.
+struct Values {
+  uint64_t items;
+  ValueShape shape;
+};
+const Values kLarge{kItems, kShape};
+
+Status PutSample(Store* store, ItemId id, const Values& v = kLarge) {
+  return store->Put(kNoPosition, id, SampleMeta(id), SamplePayload(id, v.shape));
 }
 
 // Puts the ids not in *stored, adding those stored, and returns how many
 // were refused; each refusal must be NoSpace. (A full disk is not quite
 // monotonic: a refused write's partial bytes are truncated away, RocksDB
 // deletes obsolete files after an open.)
-uint64_t PutUntilFull(Store* store, std::set<ItemId>* stored) {
+uint64_t PutUntilFull(Store* store, std::set<ItemId>* stored, const Values& v = kLarge) {
   uint64_t refused = 0;
-  for (ItemId id = 0; id < kItems; ++id) {
+  for (ItemId id = 0; id < v.items; ++id) {
     if (stored->count(id)) continue;
-    const Status s = PutSample(store, id);
+    const Status s = PutSample(store, id, v);
     INFO("Put(" << id << "): " << s.ToString());
     if (s.ok()) {
       stored->insert(id);
@@ -136,9 +143,9 @@ uint64_t PutUntilFull(Store* store, std::set<ItemId>* stored) {
 // Reads every id: each value found must be the right one, and every id in
 // `stored` must be found (RAM or disk); the rest may be misses. Returns how
 // many were found.
-uint64_t CheckServed(Store* store, const std::set<ItemId>& stored) {
+uint64_t CheckServed(Store* store, const std::set<ItemId>& stored, const Values& v = kLarge) {
   uint64_t found = 0;
-  for (ItemId id = 0; id < kItems; ++id) {
+  for (ItemId id = 0; id < v.items; ++id) {
     StringSink sink;
     GetSource source = GetSource::kMiss;
     const Status s = store->Get(kNoPosition, id, &sink, &source);
@@ -148,7 +155,7 @@ uint64_t CheckServed(Store* store, const std::set<ItemId>& stored) {
       CHECK(stored.count(id) == 0);
       continue;
     }
-    REQUIRE(IsSample(id, kShape, sink.meta, sink.payload));
+    REQUIRE(IsSample(id, v.shape, sink.meta, sink.payload));
     ++found;
   }
   return found;
@@ -313,47 +320,7 @@ TEST_CASE("full disk: a store at its budget (evicting, compacting, rolling over 
 
 // Small values (64 bytes): many fit in a page a file already has.
 constexpr uint64_t kSmallItems = 20000;
-const ValueShape kSmall{16, 48};
-
-Status PutSmall(Store* store, ItemId id) {
-  return store->Put(kNoPosition, id, SampleMeta(id), SamplePayload(id, kSmall));
-}
-
-// As PutUntilFull, for small values.
-uint64_t PutSmallUntilFull(Store* store, std::set<ItemId>* stored) {
-  uint64_t refused = 0;
-  for (ItemId id = 0; id < kSmallItems; ++id) {
-    if (stored->count(id)) continue;
-    const Status s = PutSmall(store, id);
-    INFO("Put(" << id << "): " << s.ToString());
-    if (s.ok()) {
-      stored->insert(id);
-      continue;
-    }
-    REQUIRE(s.IsNoSpace());
-    ++refused;
-  }
-  return refused;
-}
-
-// As CheckServed, for small values.
-uint64_t CheckSmall(Store* store, const std::set<ItemId>& stored) {
-  uint64_t found = 0;
-  for (ItemId id = 0; id < kSmallItems; ++id) {
-    StringSink sink;
-    GetSource source = GetSource::kMiss;
-    const Status s = store->Get(kNoPosition, id, &sink, &source);
-    INFO("Get(" << id << "): " << s.ToString());
-    REQUIRE((s.ok() || s.IsNotFound()));
-    if (!s.ok()) {
-      CHECK(stored.count(id) == 0);
-      continue;
-    }
-    REQUIRE(IsSample(id, kSmall, sink.meta, sink.payload));
-    ++found;
-  }
-  return found;
-}
+const Values kSmall{kSmallItems, ValueShape{16, 48}};
 
 // Small values on a full disk: a record still fits in a segment's last
 // page while the index's WAL needs a new one, so RocksDB itself meets the
@@ -377,11 +344,11 @@ TEST_CASE("full disk: small values, where RocksDB's WAL meets the full disk firs
     std::unique_ptr<Store> store;
     REQUIRE(Store::Open(o, path, &store).ok());
     for (ItemId id = 0; id < 10; ++id) {  // the segment and the WAL have a page each
-      REQUIRE(PutSmall(store.get(), id).ok());
+      REQUIRE(PutSample(store.get(), id, kSmall).ok());
       stored.insert(id);
     }
     disk.Fill();
-    CHECK(PutSmallUntilFull(store.get(), &stored) > 0);
+    CHECK(PutUntilFull(store.get(), &stored, kSmall) > 0);
     // The cursor and counters Close saves may meet the full disk too.
     const Status closed = store->Close();
     INFO("Close on the full disk: " << closed.ToString());
@@ -397,10 +364,10 @@ TEST_CASE("full disk: small values, where RocksDB's WAL meets the full disk firs
     const Status s = Store::Open(o, path, &store);
     INFO("reopen on a full disk: " << s.ToString());
     REQUIRE(s.ok());
-    CHECK(CheckSmall(store.get(), stored) == stored.size());
-    CHECK(PutSmallUntilFull(store.get(), &stored) > 0);
+    CHECK(CheckServed(store.get(), stored, kSmall) == stored.size());
+    CHECK(PutUntilFull(store.get(), &stored, kSmall) > 0);
     disk.Free();
-    PutSmallUntilFull(store.get(), &stored);
+    PutUntilFull(store.get(), &stored, kSmall);
     const Status closed = store->Close();
     INFO("Close: " << closed.ToString());
     CHECK((closed.ok() || closed.IsNoSpace()));
@@ -408,9 +375,9 @@ TEST_CASE("full disk: small values, where RocksDB's WAL meets the full disk firs
   // The next open, with space back, works fully.
   std::unique_ptr<Store> store;
   REQUIRE(Store::Open(o, path, &store).ok());
-  CHECK(CheckSmall(store.get(), stored) == stored.size());
-  CHECK(PutSmallUntilFull(store.get(), &stored) == 0);
-  CHECK(CheckSmall(store.get(), stored) == kSmallItems);
+  CHECK(CheckServed(store.get(), stored, kSmall) == stored.size());
+  CHECK(PutUntilFull(store.get(), &stored, kSmall) == 0);
+  CHECK(CheckServed(store.get(), stored, kSmall) == kSmallItems);
   StoreVerifyReport report;
   const Status v = store->Verify(&report);
   INFO("Verify: " << v.ToString());
