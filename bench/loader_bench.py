@@ -157,7 +157,8 @@ def run_loader(name, jpeg, store_dir, decoded, workers, epochs, reference):
     result = {"epoch_times": times, "checked": check.checked, "wrong": check.wrong,
               "samples": check.samples,
               "stats": {k: stats[k] for k in ("hits_ram", "hits_disk", "source_loads",
-                                              "prefetched", "expect_timeouts")}
+                                              "prefetched", "expect_timeouts",
+                                              "ram_bytes_peak")}
               if store is not None else None}
     rs = restart(store_dir, name, workers, len(jpeg), os.path.dirname(jpeg.files[0]))
     result.update(restart_time=rs["time"], restart_first_batch=rs["first_batch"])
@@ -471,6 +472,8 @@ def main():
          "<=", 1.1),
         ("wrapper in workers: loads / planned, 0 workers",
          un["wrapper"]["source_loads"] / un["planned_0_workers"]["source_loads"], "<=", 1.01),
+        ("peak RAM tier bytes / ram= (opt4store, 3 epochs)",
+         results["opt4store"]["stats"]["ram_bytes_peak"] / int(decoded * RAM_RATIO), "<=", 1.0),
         ("torch_cached (old path) epochs 2-3 vs no cache",
          later(base) / later(results["torch_cached"]["epoch_times"]), "info", None),
     ]

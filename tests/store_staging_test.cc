@@ -65,6 +65,9 @@ TEST_CASE("Store: the RAM tier holds at most ram= bytes, prefetched items includ
   CHECK(st.prefetched > 0);  // staging is in use
   CHECK(peak <= o.ram.value());
   CHECK(peak > 3 * kMiB);  // more than the policy's part alone: staging was used
+  // The tier's own peak (arena units, between samples too).
+  CHECK(st.ram_bytes_peak >= peak);
+  CHECK(st.ram_bytes_peak <= o.ram.value());
   REQUIRE(store->Close().ok());
 }
 

@@ -287,7 +287,10 @@ void RamTier::Publish(Entry* e, uint64_t word) {
 void RamTier::PublishGauges() {
   Header& h = *header_;
   h.items_resident.store(items_resident_, std::memory_order_relaxed);
-  h.bytes_used.store(allocator_->used_units() << unit_shift_, std::memory_order_relaxed);
+  const uint64_t used = allocator_->used_units() << unit_shift_;
+  h.bytes_used.store(used, std::memory_order_relaxed);
+  bytes_used_peak_ = std::max(bytes_used_peak_, used);
+  h.bytes_used_peak.store(bytes_used_peak_, std::memory_order_relaxed);
   h.bytes_stored.store(bytes_stored_, std::memory_order_relaxed);
   h.free_blocks.store(allocator_->free_blocks(), std::memory_order_relaxed);
 }
@@ -318,6 +321,7 @@ Status RamTier::BeginInsert(ItemId id, uint64_t meta_size, uint64_t payload_size
                            std::to_string(allocator_->free_blocks()) + " blocks");
   }
   handles_[id] = handle;
+  PublishGauges();  // the peak counts items while they fill
   // I3: order every earlier state change (the eviction that freed this
   // space) before the sizes and bytes written from here on.
   std::atomic_thread_fence(std::memory_order_release);

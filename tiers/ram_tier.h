@@ -98,6 +98,7 @@ struct RamTierStats {
   uint64_t items_resident = 0;
   uint64_t bytes_used = 0;    // arena bytes allocated (whole units)
   uint64_t bytes_stored = 0;  // meta + payload bytes of resident items
+  uint64_t bytes_used_peak = 0;  // the most arena bytes allocated at once
   uint64_t capacity_bytes = 0;
   uint64_t free_blocks = 0;
   // The largest free block: exact in the owner; in other processes, as the
@@ -290,6 +291,7 @@ class RamTier {
   std::vector<ArenaAllocator::Handle> handles_;  // per id; kNoHandle when absent
   uint64_t items_resident_ = 0;
   uint64_t bytes_stored_ = 0;
+  uint64_t bytes_used_peak_ = 0;
 
   CopyHook copy_hook_ = nullptr;
   void* copy_hook_arg_ = nullptr;

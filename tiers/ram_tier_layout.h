@@ -25,7 +25,7 @@ using shm::UnpackProcess;
 namespace ram_tier_internal {
 
 inline constexpr uint64_t kRamMagic = 0x31524D41'52345F4FULL;  // "O_4RAMR1"
-inline constexpr uint32_t kRamVersion = 1;
+inline constexpr uint32_t kRamVersion = 2;  // 2: bytes_used_peak
 inline constexpr uint32_t kNumSlots = 256;
 inline constexpr uint64_t kPage = 4096;
 inline constexpr uint32_t kMinUnitShift = 6;  // 64-byte units: cache-line aligned payloads
@@ -80,6 +80,7 @@ struct RamTier::Header {
   std::atomic<uint64_t> bytes_stored;
   std::atomic<uint64_t> free_blocks;
   std::atomic<uint64_t> largest_free_block;
+  std::atomic<uint64_t> bytes_used_peak;
 };
 
 struct RamTier::Entry {

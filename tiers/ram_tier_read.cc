@@ -208,6 +208,7 @@ RamTierStats RamTier::Stats() {
   s.bytes_stored = h.bytes_stored.load(std::memory_order_relaxed);
   s.free_blocks = h.free_blocks.load(std::memory_order_relaxed);
   s.largest_free_block = h.largest_free_block.load(std::memory_order_relaxed);
+  s.bytes_used_peak = h.bytes_used_peak.load(std::memory_order_relaxed);
   s.capacity_bytes = arena_bytes_;
   const uint64_t free_bytes = arena_bytes_ - s.bytes_used;
   s.fragmentation = free_bytes == 0 ? 0.0

@@ -138,6 +138,7 @@ void ReadSharedStats(const ControlBlock* ctl, RamTier* ram, StoreStats* st) {
     RamTierStats r = ram->Stats();
     st->ram_items = r.items_resident;
     st->ram_bytes_used = r.bytes_stored;
+    st->ram_bytes_peak = r.bytes_used_peak;
     st->ram_arena_bytes = r.capacity_bytes;
     // Per dataset id: the RAM tier's shared entry and owner handle, the
     // control block's expected position (8) and on-disk bit, the owner's

@@ -147,6 +147,7 @@ def test_ram_tier_bytes_stay_within_ram_prefetch_included(tmp_path):
     assert st["prefetched"] > 0, st
     assert peak <= ram, (peak, st)
     assert peak > st["ram_capacity"], (peak, st)  # the staging part was used
+    assert peak <= st["ram_bytes_peak"] <= ram, st  # the tier's own peak
     store.close()
 
 

@@ -57,6 +57,8 @@
   X(cursor, uint64_t, total_positions, kCount, "positions in the plan; 0 without a plan")          \
   X(ram, uint64_t, ram_items, kCount, "items in the RAM tier")                                     \
   X(ram, uint64_t, ram_bytes_used, kBytes, "meta + payload bytes of those items")                  \
+  X(ram, uint64_t, ram_bytes_peak, kBytes,                                                         \
+    "the most arena bytes held at once (whole units, staging and filling items included)")        \
   X(ram, uint64_t, ram_capacity, kCount, "the policy's capacity: ram - staging, or ram_items")    \
   X(ram, bool, ram_capacity_in_items, kFlag, "ram_capacity counts items, not bytes")               \
   X(ram, uint64_t, ram_arena_bytes, kBytes, "as mapped: ram (staging inside); address space "     \
