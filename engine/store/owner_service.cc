@@ -102,6 +102,10 @@ void Store::Impl::Prefetch(const std::vector<ItemId>& ids) {
                       Status begin = Status::NotFound("not wanted");
                       if (status.ok() && residency_->Keep(id) && !ram_->Contains(id)) {
                         begin = ram_->BeginInsert(id, meta.size(), payload.size(), &pending);
+                        if (begin.IsNoSpace() &&
+                            residency_->EvictUnneeded(meta.size() + payload.size())) {
+                          begin = ram_->BeginInsert(id, meta.size(), payload.size(), &pending);
+                        }
                         if (begin.IsNoSpace()) insert_failures_.fetch_add(1);
                       }
                       if (!begin.ok()) {
@@ -142,7 +146,11 @@ void Store::Impl::HandleFetch(uint64_t position, ItemId id) {
   }
   residency_->NoteSize(id, meta.size() + payload.size());
   if (ram_->Contains(id)) return;
-  if (!InsertRamLocked(id, meta, payload).ok()) {
+  Status inserted = InsertRamLocked(id, meta, payload);
+  if (inserted.IsNoSpace() && residency_->EvictUnneeded(meta.size() + payload.size())) {
+    inserted = InsertRamLocked(id, meta, payload);
+  }
+  if (!inserted.ok()) {
     ram_->AnswerAbsent(id).PermitUncheckedError();
     return;
   }

@@ -105,7 +105,6 @@ Status Residency::SetPlan(const PlanSpec& spec, uint64_t start) {
   policy_ = std::move(policy);
   total_ = total;
   frontier_ = planned_ = prefetch_cursor_ = start;
-  swept_at_end_ = false;
   std::fill(first_pending_.begin(), first_pending_.end(), 0);
   std::fill(last_pending_.begin(), last_pending_.end(), 0);
   std::fill(prefetch_pins_.begin(), prefetch_pins_.end(), 0);
@@ -175,14 +174,6 @@ void Residency::PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_
       tiers_->SetNextUse(a.id, next);
     }
     planned_ = a.pos + 1;
-  }
-  if (planned_ == total_ && !swept_at_end_ && options_.disk) {
-    // From here no item without a pending read is read again: those the
-    // disk tier holds leave RAM (HeldAfter), once.
-    swept_at_end_ = true;
-    for (ItemId id = 0; id < options_.num_ids; ++id) {
-      if (first_pending_[id] == 0) MaybeEvict(id);
-    }
   }
 }
 
@@ -283,11 +274,7 @@ void Residency::ReleaseConsumed() {
 
 bool Residency::HeldAfter(ItemId id, uint32_t next_slot) const {
   if (next_slot != 0) return (slots_[next_slot - 1].flags & kHit) != 0;
-  // Planned to the end and no read pending: never read again in the plan.
-  // The policy may still hold it (nothing made it evict); RAM need not when
-  // the disk tier has it (a read past the plan finds it there), and the
-  // room goes to the fetches and prefetches of the plan's last reads.
-  return policy_->Contains(id) && (planned_ < total_ || !tiers_->OnDisk(id));
+  return policy_->Contains(id);
 }
 
 bool Residency::Keep(ItemId id) const {
@@ -339,6 +326,22 @@ void Residency::CollectPrefetch(std::vector<ItemId>* ids) {
     staged_bytes_ += CostOf(id);
     if (!resident && std::find(ids->begin(), ids->end(), id) == ids->end()) ids->push_back(id);
   }
+}
+
+bool Residency::EvictUnneeded(uint64_t bytes) {
+  if (!has_plan() || planned_ < total_) return false;
+  uint64_t freed = 0;
+  for (uint64_t step = 0; step < options_.num_ids && freed < bytes; ++step) {
+    const ItemId id = unneeded_cursor_;
+    unneeded_cursor_ = static_cast<ItemId>((unneeded_cursor_ + 1) % options_.num_ids);
+    if (first_pending_[id] != 0 || prefetch_pins_[id] != 0 || !tiers_->InRam(id) ||
+        !tiers_->OnDisk(id)) {
+      continue;
+    }
+    tiers_->Evict(id);
+    freed += sizes_[id] != 0 ? sizes_[id] : CostOf(id);
+  }
+  return freed > 0;
 }
 
 void Residency::HoldFetched(ItemId id, uint64_t position) {

@@ -155,6 +155,12 @@ class Residency {
   // Up to 32 ids the next planned reads need from disk into RAM, within the
   // staging budget; each is pinned until its read is consumed.
   void CollectPrefetch(std::vector<ItemId>* ids);
+  // RAM found no room for a fetch or a prefetch. Once the plan is planned to
+  // its end, evicts resident items no read is pending for (never read again
+  // in the plan: the policy had no reason to let them go) that the disk
+  // tier holds, until `bytes` are free (an item of unknown size counts as
+  // its cost). Returns whether any was evicted.
+  bool EvictUnneeded(uint64_t bytes);
   // id was fetched into RAM for a reader's request at `position`: held, in
   // the staging budget, until that read is consumed or the frontier passes
   // it (prefetch_depth positions on, outside the plan).
@@ -202,7 +208,7 @@ class Residency {
   uint64_t frontier_ = 0;
   uint64_t planned_ = 0;
   uint64_t prefetch_cursor_ = 0;
-  bool swept_at_end_ = false;  // planned_ reached total_ and RAM was swept
+  ItemId unneeded_cursor_ = 0;  // where EvictUnneeded goes on looking
   std::vector<Slot> slots_;              // ring over [frontier_, planned_)
   std::vector<uint32_t> first_pending_;  // per id: slot index + 1, 0 none
   std::vector<uint32_t> last_pending_;
