@@ -27,7 +27,9 @@ bool IsRunCounter(const StatField& field) {
 std::string Store::Impl::EncodeRunCounters(const StoreStats& st) {
   std::string out;
   VisitStats(st, [&](const StatField& field, auto value) {
-    if (!IsRunCounter(field)) return;
+    // Zero counts are left out (an admin open, which applies this, counts
+    // none itself): the close that writes it may find the disk all but full.
+    if (!IsRunCounter(field) || (value == 0 && field.kind != StatKind::kReal)) return;
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%.17g", static_cast<double>(value));
     out += std::string(field.name) + " " + buf + "\n";
@@ -95,6 +97,7 @@ void ReadSharedStats(const ControlBlock* ctl, RamTier* ram, StoreStats* st) {
     st->accesses = c.accesses.load();
     st->hits_ram = c.hits_ram.load();
     st->hits_disk = c.hits_disk.load();
+    st->hits_disk_direct = c.hits_disk_direct.load();
     st->source_loads = c.source_loads.load();
     st->puts = c.puts.load();
     st->puts_dropped = c.puts_dropped.load();
@@ -141,11 +144,12 @@ void ReadSharedStats(const ControlBlock* ctl, RamTier* ram, StoreStats* st) {
     st->ram_bytes_peak = r.bytes_used_peak;
     st->ram_arena_bytes = r.capacity_bytes;
     // Per dataset id: the RAM tier's shared entry and owner handle, the
-    // control block's expected position (8) and on-disk bit, the owner's
-    // prefetch pins (4), pending-read list (8) and size (4). Not counted:
+    // control block's expected position (8), record place (16) and
+    // on-disk bit, the owner's prefetch pins (4), pending-read list (8) and
+    // size (4). Not counted:
     // the policy's and the plan window's state, and the disk index
     // (bench/STORE.md measures them all).
-    st->ram_bytes_per_item = r.table_bytes_per_item + r.owner_bytes_per_item + 8 + 4 + 8 + 4;
+    st->ram_bytes_per_item = r.table_bytes_per_item + r.owner_bytes_per_item + 8 + 16 + 4 + 8 + 4;
   }
 }
 
