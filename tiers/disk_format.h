@@ -27,6 +27,7 @@
 #include "opt4store/plan.h"
 #include "opt4store/status.h"
 #include "tiers/segment.h"
+#include "tiers/segment_reader.h"
 
 namespace opt4store {
 
@@ -146,6 +147,15 @@ inline IndexValue MakeIndexValue(const RecordHeader& h, uint32_t segment, uint32
   v.payload_len = h.payload_len;
   v.stored_len = h.stored_len;
   return v;
+}
+
+inline DiskRecordPlace PlaceOf(const IndexValue& v) {
+  DiskRecordPlace p;
+  p.segment = v.segment;
+  p.offset = v.offset;
+  p.length = v.length;
+  p.crc = v.crc;
+  return p;
 }
 
 inline Status FromRocks(const rocksdb::Status& s, const std::string& what) {

@@ -176,8 +176,9 @@ bool DiskTier::Impl::Contains(ItemId id) const {
   return index_.Contains(id);
 }
 
-Status DiskTier::Impl::ForEachItemSize(
-    const std::function<void(ItemId id, uint64_t bytes)>& fn) const {
+Status DiskTier::Impl::ForEachItem(
+    const std::function<void(ItemId id, uint64_t bytes, const DiskRecordPlace& place)>& fn)
+    const {
   if (closed_) return Status::IOError("disk tier is closed");
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   const std::string prefix(1, kIndexTag);
@@ -185,9 +186,25 @@ Status DiskTier::Impl::ForEachItemSize(
     IndexValue v;
     if (it->key().size() != 5 || !DecodeIndexValue(it->value(), &v)) continue;
     const ItemId id = GetBE32(it->key().data() + 1);
-    if (Contains(id)) fn(id, uint64_t{v.meta_len} + v.payload_len);
+    if (Contains(id)) fn(id, uint64_t{v.meta_len} + v.payload_len, PlaceOf(v));
   }
   return FromRocks(it->status(), "scan the index");
+}
+
+Status DiskTier::Impl::Locate(ItemId id, DiskRecordPlace* place) const {
+  *place = DiskRecordPlace();
+  if (closed_) return Status::IOError("disk tier is closed");
+  if (!Contains(id)) return Status::NotFound("id " + std::to_string(id) + " is not stored");
+  // The CRC is only in RocksDB's entry, not in the in-memory index.
+  std::string value;
+  OPT4STORE_RETURN_IF_ERROR(
+      FromRocks(db_->Get(rocksdb::ReadOptions(), IndexKey(id), &value), "read the index"));
+  IndexValue v;
+  if (!DecodeIndexValue(value, &v)) {
+    return Status::NotFound("id " + std::to_string(id) + " has no readable index entry");
+  }
+  *place = PlaceOf(v);
+  return Status::OK();
 }
 
 void DiskTier::Impl::SetNextUse(ItemId id, uint64_t next_use) {

@@ -364,9 +364,15 @@ Status DiskTier::GetMeta(std::string_view key, std::string* value) {
 }
 DiskTierStats DiskTier::GetStats() const { return impl_->GetStats(); }
 std::vector<DiskSegmentInfo> DiskTier::Segments() const { return impl_->Segments(); }
-Status DiskTier::ForEachItemSize(const std::function<void(ItemId id, uint64_t bytes)>& fn) const {
-  return impl_->ForEachItemSize(fn);
+Status DiskTier::ForEachItem(
+    const std::function<void(ItemId id, uint64_t bytes, const DiskRecordPlace& place)>& fn)
+    const {
+  return impl_->ForEachItem(fn);
 }
+Status DiskTier::Locate(ItemId id, DiskRecordPlace* place) const {
+  return impl_->Locate(id, place);
+}
+const std::string& DiskTier::segments_dir() const { return impl_->segments_dir(); }
 Status DiskTier::Close() { return impl_->Close(); }
 
 }  // namespace opt4store

@@ -56,6 +56,7 @@
 
 #include "opt4store/plan.h"
 #include "opt4store/status.h"
+#include "tiers/segment_reader.h"
 
 namespace opt4store {
 
@@ -275,11 +276,21 @@ class DiskTier {
 
   // True when id is stored (its bytes are not read or checked).
   bool Contains(ItemId id) const;
-  // Calls fn(id, meta bytes + payload bytes, uncompressed) for every stored
-  // item, from the index (no segment is read). One pass over RocksDB: for a
-  // store that needs every item's size at open.
+  // Calls fn(id, meta bytes + payload bytes (uncompressed), its record's
+  // place) for every stored item, from the index (no segment is read). One
+  // pass over RocksDB: for a store that needs every item's size and place
+  // at open.
   // Returns: OK, IOError.
-  Status ForEachItemSize(const std::function<void(ItemId id, uint64_t bytes)>& fn) const;
+  Status ForEachItem(
+      const std::function<void(ItemId id, uint64_t bytes, const DiskRecordPlace& place)>& fn)
+      const;
+  // Where id's newest record is now, for a process that reads it with
+  // ReadRecordAt (segment_reader.h). Compaction moves records later; the
+  // caller publishes the place again when a reader finds it out of date.
+  // Returns: OK, NotFound, IOError.
+  Status Locate(ItemId id, DiskRecordPlace* place) const;
+  // The folder that holds the segment files (dir/segments).
+  const std::string& segments_dir() const;
 
   // Removes id. Its bytes become dead space for compaction.
   // Returns: OK, NotFound, IOError.

@@ -72,7 +72,11 @@ class DiskTier::Impl {
              std::vector<ItemId>* evicted);
   void MultiGet(const ItemId* ids, size_t n, const RecordCallback& fn);
   bool Contains(ItemId id) const;
-  Status ForEachItemSize(const std::function<void(ItemId id, uint64_t bytes)>& fn) const;
+  Status ForEachItem(
+      const std::function<void(ItemId id, uint64_t bytes, const DiskRecordPlace& place)>& fn)
+      const;
+  Status Locate(ItemId id, DiskRecordPlace* place) const;
+  const std::string& segments_dir() const { return segment_dir_; }
   Status Delete(ItemId id);
   Status Clear();
   void SetNextUse(ItemId id, uint64_t next_use);

@@ -7,20 +7,23 @@ namespace opt4store {
 namespace {
 
 constexpr uint64_t kMagic = 0x6f707434637472ull;  // "opt4ctr"
-constexpr uint32_t kVersion = 4;  // 3: the disk tier's gauges; 4: sync_every, the last write error
+// 3: the disk tier's gauges; 4: sync_every, the last write error; 5: record places
+constexpr uint32_t kVersion = 5;
 
 uint64_t RingOffset() { return (sizeof(ControlBlock::Header) + 4095) & ~uint64_t{4095}; }
 uint64_t BitsOffset() { return RingOffset() + ControlBlock::kRingSize * 8; }
 uint64_t BitmapBytes(uint64_t dataset_size) { return ((dataset_size + 63) / 64) * 8; }
-uint64_t TotalBytes(uint64_t dataset_size) {
+uint64_t PlacesOffset(uint64_t dataset_size) {
   return BitsOffset() + BitmapBytes(dataset_size) + 8 * dataset_size;
 }
+uint64_t TotalBytes(uint64_t dataset_size) { return PlacesOffset(dataset_size) + 16 * dataset_size; }
 
 }  // namespace
 
 Status ControlBlock::Create(const std::string& prefix, uint64_t dataset_size,
                             int64_t fetch_timeout_ms, const std::string& ram_name,
-                            const std::string& queue_name, std::unique_ptr<ControlBlock>* out) {
+                            const std::string& queue_name, const std::string& segments_dir,
+                            std::unique_ptr<ControlBlock>* out) {
   if (ram_name.size() > kMaxNameBytes || queue_name.size() > kMaxNameBytes) {
     return Status::InvalidArgument("shared-memory names are too long");
   }
@@ -37,6 +40,9 @@ Status ControlBlock::Create(const std::string& prefix, uint64_t dataset_size,
   h->fetch_timeout_ms = fetch_timeout_ms;
   std::memcpy(h->ram_name, ram_name.c_str(), ram_name.size() + 1);
   std::memcpy(h->queue_name, queue_name.c_str(), queue_name.size() + 1);
+  if (segments_dir.size() <= kMaxPathBytes) {
+    std::memcpy(h->segments_dir, segments_dir.c_str(), segments_dir.size() + 1);
+  }
   OPT4STORE_RETURN_IF_ERROR(cb->Layout(true));
   *out = std::move(cb);
   return Status::OK();
@@ -75,6 +81,8 @@ Status ControlBlock::Layout(bool create) {
   on_disk_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + BitsOffset());
   expected_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + BitsOffset() +
                                                        BitmapBytes(header_->dataset_size));
+  places_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() +
+                                                     PlacesOffset(header_->dataset_size));
   // The segment arrives zero-filled: every slot empty, no bit set.
   if (create) {
     for (uint64_t id = 0; id < header_->dataset_size; ++id) {
@@ -115,7 +123,34 @@ void ControlBlock::SetOnDisk(ItemId id, bool on) {
     on_disk_[id >> 6].fetch_or(bit, std::memory_order_release);
   } else {
     on_disk_[id >> 6].fetch_and(~bit, std::memory_order_release);
+    ClearPlace(id);
   }
+}
+
+// Word 0: segment << 32 | offset, 0 for none; word 1: length << 32 | crc.
+// The owner clears word 0 before it writes word 1, so a reader that reads
+// word 0 twice, the same and not 0, around word 1 has a pair that was
+// published together (or, after a place was reused, a pair that is right
+// for it now); ReadRecordAt's checks catch anything else.
+void ControlBlock::SetPlace(ItemId id, const DiskRecordPlace& place) {
+  std::atomic<uint64_t>* w = places_ + 2 * uint64_t{id};
+  w[0].store(0, std::memory_order_release);
+  if (place.segment == 0) return;
+  w[1].store((uint64_t{place.length} << 32) | place.crc, std::memory_order_release);
+  w[0].store((uint64_t{place.segment} << 32) | place.offset, std::memory_order_release);
+}
+
+bool ControlBlock::Place(ItemId id, DiskRecordPlace* place) const {
+  const std::atomic<uint64_t>* w = places_ + 2 * uint64_t{id};
+  const uint64_t where = w[0].load(std::memory_order_acquire);
+  if (where == 0) return false;
+  const uint64_t what = w[1].load(std::memory_order_acquire);
+  if (w[0].load(std::memory_order_acquire) != where) return false;
+  place->segment = static_cast<uint32_t>(where >> 32);
+  place->offset = static_cast<uint32_t>(where);
+  place->length = static_cast<uint32_t>(what >> 32);
+  place->crc = static_cast<uint32_t>(what);
+  return true;
 }
 
 }  // namespace opt4store

@@ -19,6 +19,13 @@
 //              for the policy (its admission), or UINT64_MAX. A reader at a
 //              later position that misses it waits for that Put instead of
 //              loading it again.
+//   places     per id, where its disk record is (segment_reader.h: segment,
+//              offset, length, CRC; 16 bytes), so that a reader reads it
+//              from the segment file itself, without the owner and without
+//              room in the RAM tier. Two words, written by the owner alone:
+//              a reader that sees them change under it, or a place out of
+//              date, gets a miss from ReadRecordAt's checks, never a wrong
+//              value.
 //
 // Thread and process safety: every shared field is an atomic; readers and
 // the owner touch them without locks, so a process killed at any point
@@ -35,6 +42,7 @@
 
 #include "opt4store/plan.h"
 #include "opt4store/status.h"
+#include "tiers/segment_reader.h"
 #include "tiers/shared_memory.h"
 
 namespace opt4store {
@@ -44,6 +52,7 @@ struct SharedCounters {
   std::atomic<uint64_t> accesses{0};
   std::atomic<uint64_t> hits_ram{0};
   std::atomic<uint64_t> hits_disk{0};
+  std::atomic<uint64_t> hits_disk_direct{0};  // ... read by a reader from the segment itself
   std::atomic<uint64_t> source_loads{0};
   std::atomic<uint64_t> puts{0};
   std::atomic<uint64_t> puts_dropped{0};
@@ -103,6 +112,7 @@ class ControlBlock {
   static constexpr uint32_t kRingBits = 16;
   static constexpr uint64_t kRingSize = uint64_t{1} << kRingBits;
   static constexpr size_t kMaxNameBytes = 255;
+  static constexpr size_t kMaxPathBytes = 4095;
 
   struct Header {
     uint64_t magic;
@@ -114,6 +124,9 @@ class ControlBlock {
     int64_t fetch_timeout_ms;
     char ram_name[kMaxNameBytes + 1];
     char queue_name[kMaxNameBytes + 1];
+    // The disk tier's segment folder; "" without a disk tier, or when the
+    // path is too long (readers then ask the owner for disk items).
+    char segments_dir[kMaxPathBytes + 1];
     alignas(64) std::atomic<uint64_t> frontier;    // owner: lowest unconsumed position
     std::atomic<uint64_t> plan_generation;         // owner: bumped by each new plan
     alignas(64) std::atomic<uint64_t> high_water;  // readers: highest consumed + 1
@@ -130,10 +143,11 @@ class ControlBlock {
   };
 
   // Creates the segment (owner). Names longer than kMaxNameBytes are
-  // InvalidArgument.
+  // InvalidArgument; a segments_dir longer than kMaxPathBytes is left out.
   static Status Create(const std::string& prefix, uint64_t dataset_size,
                        int64_t fetch_timeout_ms, const std::string& ram_name,
-                       const std::string& queue_name, std::unique_ptr<ControlBlock>* out);
+                       const std::string& queue_name, const std::string& segments_dir,
+                       std::unique_ptr<ControlBlock>* out);
   // Maps an existing one (a spawned reader). Corruption when it is not one.
   static Status Attach(const std::string& name, std::unique_ptr<ControlBlock>* out);
   // Maps it read-only, for a process that only looks (`opt4store stats` on
@@ -173,6 +187,17 @@ class ControlBlock {
   // The position whose Put will bring id, or UINT64_MAX.
   uint64_t ExpectedFrom(ItemId id) const { return expected_[id].load(std::memory_order_acquire); }
 
+  // ---- record places (owner writes)
+
+  // Owner: publishes where id's disk record is; segment 0 clears it.
+  void SetPlace(ItemId id, const DiskRecordPlace& place);
+  void ClearPlace(ItemId id) { SetPlace(id, DiskRecordPlace()); }
+  // Reader: the place as last published; false when there is none or it
+  // changed while being read.
+  bool Place(ItemId id, DiskRecordPlace* place) const;
+  // The segment folder readers read from; "" for none.
+  const char* segments_dir() const { return header_->segments_dir; }
+
  private:
   ControlBlock() = default;
   Status Layout(bool create);
@@ -185,6 +210,7 @@ class ControlBlock {
   std::atomic<uint64_t>* ring_ = nullptr;
   std::atomic<uint64_t>* on_disk_ = nullptr;
   std::atomic<uint64_t>* expected_ = nullptr;
+  std::atomic<uint64_t>* places_ = nullptr;  // 2 words per id
 };
 
 }  // namespace opt4store

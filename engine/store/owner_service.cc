@@ -138,6 +138,9 @@ void Store::Impl::HandleFetch(uint64_t position, ItemId id) {
   if (ram_->Contains(id)) return;
   std::string meta, payload;
   Status s = disk_ ? disk_->Get(id, &meta, &payload) : Status::NotFound("no disk tier");
+  // The reader asked because it found no place, or one out of date
+  // (compaction moved the record): its next read goes to the disk itself.
+  if (s.ok()) PublishPlace(id);
   MutexLock lock(&mu_);
   if (!s.ok()) {
     if (s.IsCorruption() || s.IsNotFound()) ctl_->SetOnDisk(id, false);
@@ -260,6 +263,7 @@ Status Store::Impl::WriteThrough(ItemId id, std::string_view meta, std::string_v
   Status s = disk_->Put(id, meta, payload, &evicted);
   for (ItemId v : evicted) ctl_->SetOnDisk(v, false);
   if (s.ok()) {
+    PublishPlace(id);  // first: a reader that sees the bit finds the place
     ctl_->SetOnDisk(id, true);
     return s;
   }
@@ -268,6 +272,11 @@ Status Store::Impl::WriteThrough(ItemId id, std::string_view meta, std::string_v
   Warn(kWarnDiskFull, "the disk tier refused a write (" + s.ToString() +
                           "); the store keeps serving from RAM and the source");
   return s;
+}
+
+void Store::Impl::PublishPlace(ItemId id) {
+  DiskRecordPlace place;
+  if (disk_->Locate(id, &place).ok()) ctl_->SetPlace(id, place);
 }
 
 Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta,

@@ -13,7 +13,11 @@
 //              wants it at `position`, and writes it through to the disk
 //              tier. No reply.
 //   kMsgFetch  FetchMessage: the reader found `id` marked as on disk in the
-//              control block and asks for it. The owner reads the record,
+//              control block but could not read it from its segment file
+//              itself (ControlBlock::Place: no place published, or one out
+//              of date after a compaction, or a record that failed its
+//              CRC), and asks for it. The owner publishes the record's
+//              place again, so the next read of it is the reader's own. The owner reads the record,
 //              checks its CRC, copies it into the RAM tier (held there until
 //              the readers pass `position`) or answers absent (RamTier::
 //              AnswerAbsent), which bumps the item's version either way.

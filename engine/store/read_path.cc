@@ -4,8 +4,10 @@
 // being filled, or for the Put of the reader loading it); then the disk
 // tier for the rest, in one io_uring batch in the owner, or as fetch
 // requests sent all at once and then waited for in a reader (protocol.h);
-// then the counters and statuses. A reader's Put goes to the owner on the
-// queue; the owner's own goes to OwnerPut.
+// then the counters and statuses. A reader process reads a disk item from
+// its segment file itself where the owner published its place (ReadPlaced),
+// and asks the owner only when that fails. A reader's Put goes to the owner
+// on the queue; the owner's own goes to OwnerPut.
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -115,6 +117,25 @@ Status Store::Impl::Peek(ItemId id, ReadSink* sink, GetSource* source) {
   return Status::OK();
 }
 
+Status Store::Impl::ReadPlaced(ItemId id, ReadSink* sink, bool* found) {
+  *found = false;
+  const char* dir = ctl_->segments_dir();
+  DiskRecordPlace place;
+  if (dir[0] == '\0' || !ctl_->OnDisk(id) || !ctl_->Place(id, &place)) return Status::OK();
+  // Per thread, so that a batch's reads reuse one buffer of a record's size.
+  thread_local std::string buffer, scratch;
+  std::string_view meta, payload;
+  if (!ReadRecordAt(dir, id, place, &buffer, &meta, &payload, &scratch).ok()) {
+    // Gone, moved, or corrupt: the owner's fetch decides (it drops a
+    // corrupt record and publishes a moved one's new place).
+    return Status::OK();
+  }
+  OPT4STORE_RETURN_IF_ERROR(CopyToSink(sink, meta, payload));
+  *found = true;
+  ctl_->counters().hits_disk_direct.fetch_add(1, std::memory_order_relaxed);
+  return Status::OK();
+}
+
 Status Store::Impl::LookupRam(ItemId id, ReadSink* sink, bool* found) {
   OPT4STORE_RETURN_IF_ERROR(ReadRam(id, sink, found));
   if (*found) return Status::OK();
@@ -202,10 +223,17 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
     bool found = false;
     bool try_disk = false;
     statuses[i] = LookupRam(ids[i], sinks[i], &found);
+    if (statuses[i].ok() && !found && !owner) {
+      // Straight from the segment file: no wait for the owner, and no RAM
+      // tier room needed (a full arena made fetches fail). Before any wait
+      // for a prefetch or another reader's Put of an item the disk holds.
+      statuses[i] = ReadPlaced(ids[i], sinks[i], &found);
+      if (found) where[i] = GetSource::kDisk;
+    }
     if (!statuses[i].ok()) {
       done[i] = 1;
     } else if (found) {
-      where[i] = GetSource::kRam;
+      if (where[i] == GetSource::kMiss) where[i] = GetSource::kRam;
     } else if (!owner_gone && PlanPosition(positions[i]) &&
                (ctl_->ExpectedFrom(ids[i]) == 0 || !ctl_->OnDisk(ids[i])) &&
                ctl_->ExpectedFrom(ids[i]) < positions[i] &&

@@ -106,7 +106,15 @@ Status Store::Impl::Flush() {
 Status Store::Impl::Compact() {
   if (!InOwner()) return Status::InvalidArgument("Compact: only the owner process compacts");
   if (!disk_) return Status::OK();
-  return disk_->Compact();
+  Status s = disk_->Compact();
+  if (ctl_) {
+    // Moved records: readers would find their old places gone and ask the
+    // owner (which publishes them again); tell them now instead.
+    disk_->ForEachItem([this](ItemId id, uint64_t, const DiskRecordPlace& place) {
+           if (id < dataset_size_ && ctl_->OnDisk(id)) ctl_->SetPlace(id, place);
+         }).PermitUncheckedError();
+  }
+  return s;
 }
 
 Status Store::Impl::Verify(StoreVerifyReport* report) {

@@ -140,6 +140,8 @@ class Store::Impl : private ResidencyTiers {
   // A value still in writes_: copied into *sink, *found set.
   Status ReadPendingWrite(ItemId id, ReadSink* sink, bool* found) EXCLUDES(write_mu_);
   void HandleFetch(uint64_t position, ItemId id);
+  // Tells readers where id's disk record is now (ControlBlock::SetPlace).
+  void PublishPlace(ItemId id);
   void Prefetch(const std::vector<ItemId>& ids);
   bool DrainQueue();
   void PlannerLoop();
@@ -159,6 +161,11 @@ class Store::Impl : private ResidencyTiers {
 
   // ---- readers (read_path.cc)
   Status ReadRam(ItemId id, ReadSink* sink, bool* found);
+  // A reader process: id's disk record read from its segment file at the
+  // place the owner published (ControlBlock::Place), checked and copied
+  // into *sink. *found false (OK) when there is no place or the read fails
+  // its checks; an error is the sink's.
+  Status ReadPlaced(ItemId id, ReadSink* sink, bool* found);
   // ReadRam, waiting for an item that is being filled.
   Status LookupRam(ItemId id, ReadSink* sink, bool* found);
   Status WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms, ReadSink* sink,

@@ -323,7 +323,9 @@ Status Store::Impl::CreateShared() {
   OPT4STORE_RETURN_IF_ERROR(SharedQueue::Create(q, &queue_));
   OPT4STORE_RETURN_IF_ERROR(ControlBlock::Create(options_.shm_prefix + "-ctl", dataset_size_,
                                                  options_.fetch_timeout_ms, ram_->name(),
-                                                 queue_->name(), &ctl_));
+                                                 queue_->name(),
+                                                 disk_ ? disk_->segments_dir() : std::string(),
+                                                 &ctl_));
   ctl_->header()->sync_every = disk_ && effective_.sync == StoreOptions::SyncMode::kEveryPut;
   ResidencyOptions ro;
   ro.num_ids = dataset_size_;
@@ -343,9 +345,11 @@ Status Store::Impl::CreateShared() {
     // What the disk holds, and each item's size for a byte budget's policy.
     Residency* residency = residency_.get();
     OPT4STORE_RETURN_IF_ERROR(
-        disk_->ForEachItemSize([this, residency](ItemId id, uint64_t bytes) {
+        disk_->ForEachItem([this, residency](ItemId id, uint64_t bytes,
+                                             const DiskRecordPlace& place) {
           if (id >= dataset_size_) return;
           ctl_->SetOnDisk(id, true);
+          ctl_->SetPlace(id, place);
           residency->NoteSize(id, bytes);
         }));
   }
