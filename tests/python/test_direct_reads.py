@@ -2,7 +2,7 @@
 places the owner publishes), not through the owner: with a RAM tier far
 smaller than the data, cached epochs served by 2 workers equal the source
 sample for sample, load nothing again, and their disk hits are the workers'
-own reads (hits_disk_direct)."""
+own reads (hits_disk_direct), forked or spawned."""
 
 import pytest
 import torch
@@ -26,7 +26,7 @@ def flipped_item(i):
     return uniform_item(i, NUMEL).flip(0)
 
 
-@pytest.mark.parametrize("which", ["torch", "opt4store_transform"])
+@pytest.mark.parametrize("which", ["torch", "torch_spawn", "opt4store_transform"])
 def test_workers_read_the_disk_themselves(tmp_path, which):
     counter = CallCounter(tmp_path / "calls")
     store = opt4store.Store(tmp_path / "store", ram=512 << 10, disk=64 << 20)
@@ -40,9 +40,11 @@ def test_workers_read_the_disk_themselves(tmp_path, which):
     try:
         wrong = []
         for epoch in range(EPOCHS):
-            if which == "torch":
+            if which.startswith("torch"):
+                context = "spawn" if which == "torch_spawn" else None  # spawned: Store.attach
                 loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH,
-                                                     num_workers=2)
+                                                     num_workers=2,
+                                                     multiprocessing_context=context)
             else:
                 loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH,
                                               num_workers=2)
