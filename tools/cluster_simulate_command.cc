@@ -16,6 +16,14 @@ namespace opt4store {
 
 namespace {
 
+// The plan of every rank: Describe() names rank 0's.
+std::string PlanText(const ClusterSimulateRequest& req) {
+  std::string text = req.options.plan.Describe();
+  const size_t at = text.find(" rank=0");
+  if (at != std::string::npos) text.replace(at, 7, " ranks=all");
+  return text;
+}
+
 double Per(uint64_t value, uint64_t count) {
   return count ? static_cast<double>(value) / static_cast<double>(count) : 0.0;
 }
@@ -39,7 +47,7 @@ std::string ResultJson(const ClusterSimulateRequest& req, const ClusterSimulatio
   const ClusterShape& s = result.shape;
   const uint64_t host_epochs = uint64_t{s.hosts} * s.epochs;
   nlohmann::ordered_json json;
-  json["plan"] = req.options.plan.Describe();
+  json["plan"] = PlanText(req);
   json["hosts"] = s.hosts;
   json["ranks_per_host"] = s.ranks_per_host;
   json["dataset_size"] = s.dataset_size;
@@ -95,7 +103,7 @@ std::string ResultText(const ClusterSimulateRequest& req, const ClusterSimulatio
   auto u = [](uint64_t v) { return std::to_string(v); };
   const uint64_t host_epochs = uint64_t{s.hosts} * s.epochs;
   std::string out;
-  out += "plan:      " + req.options.plan.Describe() + "\n";
+  out += "plan:      " + PlanText(req) + "\n";
   out += "cluster:   " + Plural(s.hosts, "host") + " x " + Plural(s.ranks_per_host, "rank") +
          ", " + u(s.host_epoch_length) + " reads per host per epoch, " + u(s.total_reads) +
          " reads (" + Plural(s.epochs, "epoch") + " x " + u(s.epoch_length) + ")\n";
