@@ -25,6 +25,7 @@ class BitSet {
   bool Test(uint64_t i) const { return (words_[i >> 6] >> (i & 63)) & 1; }
   void Set(uint64_t i) { words_[i >> 6] |= uint64_t{1} << (i & 63); }
   void Clear(uint64_t i) { words_[i >> 6] &= ~(uint64_t{1} << (i & 63)); }
+  void Prefetch(uint64_t i) const { __builtin_prefetch(&words_[i >> 6], 1); }
   // Bits [64 * w, 64 * w + 64).
   uint64_t Word(uint64_t w) const { return words_[w]; }
 

@@ -1,15 +1,13 @@
 #include "engine/plan/cluster_epochs.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "opt4store/next_use.h"
 
 namespace opt4store {
 
-ClusterEpochs::ClusterEpochs(const ClusterPlan* plan)
-    : plan_(plan),
-      later_(plan->shape().dataset_size, 0),
-      stamp_(plan->shape().dataset_size, 0) {}
+ClusterEpochs::ClusterEpochs(const ClusterPlan* plan) : plan_(plan) {}
 
 const ClusterEpochs::Epoch& ClusterEpochs::Ahead(uint64_t k) {
   while (ahead_.empty() || ahead_.back().index < k) {
@@ -41,15 +39,33 @@ bool ClusterEpochs::Next(std::vector<ItemId>* ids, std::vector<uint64_t>* next) 
   if (e >= shape.epochs) return false;
   Ahead(e);
   const std::vector<ItemId>& cur = ahead_.front().ids;
-  const uint64_t base = e * shape.epoch_length;
+  const uint64_t t = shape.epoch_length;
+  const uint64_t n = shape.dataset_size;
   next->resize(cur.size());
-  // Backward: an id read again in this epoch points at that read, else at
-  // its first read in a later epoch.
-  for (uint64_t c = cur.size(); c-- > 0;) {
-    const ItemId id = cur[c];
-    (*next)[c] = stamp_[id] == e + 1 ? base + later_[id] : FirstAfter(id, e);
-    stamp_[id] = e + 1;
-    later_[id] = static_cast<uint32_t>(c);
+  uint64_t* out = next->data();
+  // Every read first points at its id's first read in a later epoch: the
+  // next epoch's, unless drop_last left the id out of it.
+  if (e + 1 < shape.epochs) {
+    const std::vector<uint32_t>& first = Ahead(e + 1).first;
+    const uint64_t base = (e + 1) * t;
+    constexpr uint64_t kAheadReads = 16;  // first[] is read at random
+    for (uint64_t c = 0; c < cur.size(); ++c) {
+      if (c + kAheadReads < cur.size()) __builtin_prefetch(&first[cur[c + kAheadReads]]);
+      const uint32_t f = first[cur[c]];
+      out[c] = f != kAbsent ? base + f : FirstAfter(cur[c], e + 1);
+    }
+  } else {
+    std::fill(out, out + cur.size(), kNever);
+  }
+  // Padding reads the permutation's entry j at padded entries j, j + N,
+  // j + 2N, ...: each of those reads but the last points at the next one.
+  const uint64_t epoch_base = e * t;
+  std::vector<uint64_t> reads;
+  for (uint64_t j = 0; j < n && j + n < t; ++j) {
+    reads.clear();
+    for (uint64_t k = j; k < t; k += n) reads.push_back(plan_->ClusterIndex(k));
+    std::sort(reads.begin(), reads.end());
+    for (size_t i = 0; i + 1 < reads.size(); ++i) out[reads[i]] = epoch_base + reads[i + 1];
   }
   *ids = std::move(ahead_.front().ids);
   ahead_.pop_front();

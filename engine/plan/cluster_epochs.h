@@ -1,10 +1,11 @@
 // ClusterEpochs: walks a ClusterPlan epoch by epoch and gives each read its
 // next use on the cluster timeline, without the plan's next-use array.
 //
-// A read's next use lies later in its own epoch (a padded id read twice) or
-// in a later epoch. With padding every id is read in every epoch, so the
-// next epoch answers all the rest; with drop_last an id missing from it is
-// looked up in the epochs after. Each epoch is generated once and kept only
+// A read's next use lies later in its own epoch (padding reads the
+// permutation's first entries again, at known places) or in a later epoch.
+// With padding every id is read in every epoch, so the next epoch's first
+// read of each id answers all the rest; with drop_last an id missing from
+// it is looked up in the epochs after. Each epoch is generated once and kept only
 // until the walk has passed it: about two epochs in memory.
 //
 // Thread safety: not thread-safe; one owner.
@@ -46,9 +47,7 @@ class ClusterEpochs {
 
   const ClusterPlan* plan_;
   uint64_t next_epoch_ = 0;
-  std::deque<Epoch> ahead_;        // consecutive epochs from next_epoch_ on
-  std::vector<uint32_t> later_;    // per id: its next index in this epoch
-  std::vector<uint64_t> stamp_;    // per id: epoch + 1 when later_ is valid
+  std::deque<Epoch> ahead_;  // consecutive epochs from next_epoch_ on
   std::vector<ItemId> scratch_;
 };
 

@@ -20,9 +20,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How many reads ahead per-id tables are prefetched: their lookups are at
+// random, and the stream says which come next.
+constexpr uint64_t kAhead = 16;
+
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
+
+// An id and its rank under frequency-static: smaller ranks first.
+struct Ranked {
+  uint32_t inverse_count;  // UINT32_MAX - reads
+  uint64_t first;          // its first read in the host's stream
+  ItemId id;
+  bool operator<(const Ranked& o) const {
+    return inverse_count != o.inverse_count ? inverse_count < o.inverse_count : first < o.first;
+  }
+};
 
 // Per-id scratch reused from host to host, restored after each use by
 // walking that host's stream (cheaper than clearing N entries per host).
@@ -33,6 +47,7 @@ struct HostScratch {
   std::vector<uint64_t> first;
   std::vector<uint64_t> next;
   std::vector<ItemId> distinct;
+  std::vector<Ranked> ranked;
   BitSet resident;
 };
 
@@ -42,6 +57,7 @@ void RunPerHostOpt(const ItemId* stream, uint64_t length, uint64_t host_epoch_le
                    uint64_t capacity, HostScratch* s, ClusterCounters* out) {
   s->next.resize(length);
   for (uint64_t t = length; t-- > 0;) {
+    if (t >= kAhead) __builtin_prefetch(&s->last[stream[t - kAhead]]);
     s->next[t] = s->last[stream[t]];
     s->last[stream[t]] = t;
   }
@@ -49,6 +65,9 @@ void RunPerHostOpt(const ItemId* stream, uint64_t length, uint64_t host_epoch_le
   s->resident.Reset(length);
   BeladyCache cache(capacity, &s->resident);
   for (uint64_t t = 0; t < length; ++t) {
+    if (t + kAhead < length && s->next[t + kAhead] != kNever) {
+      s->resident.Prefetch(s->next[t + kAhead]);
+    }
     ClusterCounters& c = out[t / host_epoch_length];
     if (cache.Read(t, stream[t], s->next[t]).hit) {
       ++c.local_hits;
@@ -64,6 +83,10 @@ void ChooseFrequent(const ItemId* stream, uint64_t length, uint64_t capacity, ui
                     uint32_t host, HostScratch* s, BitSet* held) {
   s->distinct.clear();
   for (uint64_t t = 0; t < length; ++t) {
+    if (t + kAhead < length) {
+      __builtin_prefetch(&s->count[stream[t + kAhead]]);
+      __builtin_prefetch(&s->first[stream[t + kAhead]]);
+    }
     const ItemId id = stream[t];
     if (s->count[id]++ == 0) {
       s->first[id] = t;
@@ -72,15 +95,31 @@ void ChooseFrequent(const ItemId* stream, uint64_t length, uint64_t capacity, ui
   }
   std::vector<ItemId>& ids = s->distinct;
   if (ids.size() > capacity) {
-    auto more_useful = [s](ItemId a, ItemId b) {
-      return s->count[a] != s->count[b] ? s->count[a] > s->count[b] : s->first[a] < s->first[b];
-    };
-    std::nth_element(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(capacity), ids.end(),
-                     more_useful);
+    // Rank by (count descending, first read ascending), on keys packed
+    // next to their ids: a comparator that looked the counts up would miss
+    // the cache on every comparison.
+    std::vector<Ranked>& ranked = s->ranked;
+    ranked.resize(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i + kAhead < ids.size()) {
+        __builtin_prefetch(&s->count[ids[i + kAhead]]);
+        __builtin_prefetch(&s->first[ids[i + kAhead]]);
+      }
+      ranked[i] = {UINT32_MAX - s->count[ids[i]], s->first[ids[i]], ids[i]};
+      s->count[ids[i]] = 0;
+    }
+    std::nth_element(ranked.begin(), ranked.begin() + static_cast<ptrdiff_t>(capacity),
+                     ranked.end());
+    ids.resize(capacity);
+    for (uint64_t i = 0; i < capacity; ++i) ids[i] = ranked[i].id;
+  } else {
+    for (ItemId id : ids) s->count[id] = 0;
   }
   const uint64_t keep = std::min<uint64_t>(capacity, ids.size());
-  for (uint64_t i = 0; i < keep; ++i) held->Set(HeldBit(ids[i], host, hosts));
-  for (ItemId id : ids) s->count[id] = 0;
+  for (uint64_t i = 0; i < keep; ++i) {
+    if (i + kAhead < keep) held->Prefetch(HeldBit(ids[i + kAhead], host, hosts));
+    held->Set(HeldBit(ids[i], host, hosts));
+  }
 }
 
 }  // namespace

@@ -16,6 +16,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How many reads ahead the placements prefetch their per-id and
+// per-position state: the plan is known, and its lookups are at random.
+constexpr uint64_t kAhead = 16;
+
 // What every placement sees of one epoch.
 struct EpochView {
   uint64_t epoch = 0;
@@ -48,11 +52,16 @@ class ClusterOpt : public Placement {
 
   void RunEpoch(const EpochView& v, std::vector<ClusterCounters>* out) override {
     const std::vector<ItemId>& ids = *v.ids;
+    const std::vector<uint64_t>& next = *v.next;
     for (uint64_t c = 0; c < ids.size(); ++c) {
+      if (c + kAhead < ids.size()) {
+        __builtin_prefetch(&holder_[ids[c + kAhead]]);
+        if (next[c + kAhead] != kNever) resident_.Prefetch(next[c + kAhead]);
+      }
       const ItemId id = ids[c];
       const uint32_t g = static_cast<uint32_t>(c % v.hosts);
       ClusterCounters& counters = v.At(out, g);
-      const BeladyCache::Outcome o = cache_.Read(v.base + c, id, (*v.next)[c]);
+      const BeladyCache::Outcome o = cache_.Read(v.base + c, id, next[c]);
       if (o.hit) {
         if (holder_[id] == g) {
           ++counters.local_hits;
@@ -98,12 +107,16 @@ class HomeOpt : public Placement {
 
   void RunEpoch(const EpochView& v, std::vector<ClusterCounters>* out) override {
     const std::vector<ItemId>& ids = *v.ids;
+    const std::vector<uint64_t>& next = *v.next;
     for (uint64_t c = 0; c < ids.size(); ++c) {
+      if (c + kAhead < ids.size() && next[c + kAhead] != kNever) {
+        resident_.Prefetch(next[c + kAhead]);
+      }
       const ItemId id = ids[c];
       const uint32_t g = static_cast<uint32_t>(c % v.hosts);
       const uint32_t home = HomeHost(id, v.hosts);
       ClusterCounters& counters = v.At(out, g);
-      const BeladyCache::Outcome o = homes_[home]->Read(v.base + c, id, (*v.next)[c]);
+      const BeladyCache::Outcome o = homes_[home]->Read(v.base + c, id, next[c]);
       if (o.hit) {
         if (home == g) {
           ++counters.local_hits;
@@ -167,6 +180,11 @@ class FrequencyStatic : public Placement {
     const std::vector<ItemId>& ids = *v.ids;
     const uint64_t words = HostWords(v.hosts);
     for (uint64_t c = 0; c < ids.size(); ++c) {
+      if (c + kAhead < ids.size()) {
+        const uint64_t bit = HeldBit(ids[c + kAhead], 0, v.hosts);
+        sets_->Prefetch(bit);
+        sets_->Prefetch(bit + 128 * words - 1);  // a record may straddle two lines
+      }
       const ItemId id = ids[c];
       const uint32_t g = static_cast<uint32_t>(c % v.hosts);
       ClusterCounters& counters = v.At(out, g);

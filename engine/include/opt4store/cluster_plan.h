@@ -57,6 +57,16 @@ class ClusterPlan {
   void GenerateEpoch(uint64_t epoch, std::vector<ItemId>* out,
                      std::vector<ItemId>* scratch) const;
 
+  // The cluster index of entry k of the sampler's padded (or truncated)
+  // list, which holds the permutation's entry k mod N.
+  // REQUIRES: k < epoch_length.
+  uint64_t ClusterIndex(uint64_t k) const {
+    const uint64_t r = shape_.ranks_per_host;
+    const uint64_t world = uint64_t{shape_.hosts} * r;
+    const uint64_t rem = k % world;
+    return ((k / world) * r + rem % r) * shape_.hosts + rem / r;
+  }
+
   // The plan of one rank, as PlanSource would stream it.
   PlanSpec RankSpec(uint32_t rank) const;
 
