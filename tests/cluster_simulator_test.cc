@@ -173,6 +173,19 @@ TEST_CASE("every placement equals the reference per host and epoch", "[cluster]"
   }
 }
 
+TEST_CASE("the stream budget changes the passes, never the counts", "[cluster]") {
+  const PlanSpec spec = Distributed(200, 3, 6);
+  const ClusterSimulationResult one = Run(spec, 6, 1, 30);
+  CHECK(one.stream_passes == 1);
+  // 3 epochs x 34 reads x 4 bytes per host: 2 hosts a pass.
+  const ClusterSimulationResult three = Run(spec, 6, 1, 30, 2 * 3 * 34 * 4);
+  CHECK(three.stream_passes == 3);
+  for (size_t p = 0; p < one.placements.size(); ++p) {
+    INFO(ClusterPlacementName(one.placements[p].placement));
+    CHECK(one.placements[p].host_epoch == three.placements[p].host_epoch);
+  }
+}
+
 TEST_CASE("the OPT placements hit as often as textbook Belady", "[cluster]") {
   // Leaving at the last read (the simulator's rule) must not change hits.
   const PlanSpec spec = Distributed(300, 4, 4);

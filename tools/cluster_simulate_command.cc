@@ -93,8 +93,10 @@ std::string ResultJson(const ClusterSimulateRequest& req, const ClusterSimulatio
   return JsonLine(std::move(json));
 }
 
-std::string Network(const ClusterSimulateRequest& req, double transfers) {
-  if (req.item_size == 0) return StringPrintf("%.1f items", transfers);
+// Transfers as bytes, or as items when sizes are unknown; a mean keeps a
+// decimal.
+std::string Network(const ClusterSimulateRequest& req, double transfers, bool mean) {
+  if (req.item_size == 0) return StringPrintf(mean ? "%.1f items" : "%.0f items", transfers);
   return FormatSize(static_cast<uint64_t>(transfers * static_cast<double>(req.item_size) + 0.5));
 }
 
@@ -114,15 +116,15 @@ std::string ResultText(const ClusterSimulateRequest& req, const ClusterSimulatio
   if (req.item_size) out += "item size: " + FormatSize(req.item_size) + "\n";
   out += "\n";
   TextTable table({"placement", "source loads", "x N", "loads/host/epoch", "peer fetches",
-                   "fetches/host/epoch", "network", "network/host/epoch", "local hits"});
+                   "fetches/host/epoch", "network", "network/host/epoch", "local hit rate"});
   for (const ClusterPlacementResult& r : result.placements) {
     const ClusterCounters& t = r.total;
     table.AddRow({ClusterPlacementName(r.placement), u(t.source_loads),
                   StringPrintf("%.3f", Per(t.source_loads, s.dataset_size)),
                   StringPrintf("%.1f", Per(t.source_loads, host_epochs)), u(t.peer_fetches),
                   StringPrintf("%.1f", Per(t.peer_fetches, host_epochs)),
-                  Network(req, static_cast<double>(t.transfers())),
-                  Network(req, Per(t.transfers(), host_epochs)),
+                  Network(req, static_cast<double>(t.transfers()), false),
+                  Network(req, Per(t.transfers(), host_epochs), true),
                   FormatPercent(Per(t.local_hits, t.reads()))});
   }
   out += table.Render();
