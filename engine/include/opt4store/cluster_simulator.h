@@ -19,13 +19,16 @@
 //   frequency-static  NoPFS: each host holds the `capacity` items its own
 //                     stream reads most (ties: the one it reads first); a
 //                     held item is filled at its first read by that host,
-//                     from a peer holding it if any, else from the source.
+//                     from a peer whose copy is filled if any, else from the
+//                     source.
+// The OPT caches are Belady's MIN with bypass, timed by cluster positions
+// (cluster_plan.h); an item leaves at its last read, freeing its host's room.
 // A read is a local hit if its host holds the item, a peer fetch if another
 // host does, else a source load. A source load that is cached on another
 // host than the reader's is pushed there: a transfer, as a peer fetch is.
 //
-// Memory: O(N) per-id tables, hosts * N / 4 bytes for frequency-static's
-// sets, one bit per plan position for each OPT placement's residency, one
+// Memory: O(N) per-id tables, 16 * ceil(hosts / 64) bytes per id for
+// frequency-static's sets, one bit per plan position for each OPT placement's residency, one
 // epoch or two of the plan, and at most `stream_memory` bytes of per-host
 // streams (per-host-opt and frequency-static need each host's whole stream;
 // with more hosts than fit, the plan is generated once per group of hosts).
