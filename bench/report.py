@@ -42,6 +42,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report_loader import section_loader  # noqa: E402
+from report_cluster import section_cluster  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 POLICY_STYLE = {
@@ -712,6 +713,11 @@ def main():
         lines += section_loader(ld, p, plots, rel, machine_line, save_plot)
     else:
         missing.append("loader.json (bench/loader_bench.py)")
+    cs, p = load(args.results, "cluster_sim.json")
+    if cs is not None:
+        lines += section_cluster(cs, p, plots, rel, machine_line, save_plot)
+    else:
+        missing.append("cluster_sim.json (bench/cluster_sim_bench.py)")
     gb, p = load(args.results, "gpu_bench.json")
     if gb is not None:
         lines += section_gpu(gb, p)

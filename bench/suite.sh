@@ -8,6 +8,8 @@
 # BUILD_DIR/python (put on PYTHONPATH). In order:
 #
 #   1. bench/hitrate_lab.py   hit rates through `opt4store simulate`
+#      bench/cluster_sim_bench.py  `opt4store simulate --hosts` for 8 to 256
+#                             hosts on the ImageNet plan (about 5 minutes)
 #   2. bench/python_bench.py  per-read overhead, DataLoader samples/s
 #   3. ram_bench              the RAM tier against memcpy (bench/RAM.md)
 #   4. disk_bench             the disk tier against fio, LZ4 on its data,
@@ -102,6 +104,8 @@ fi
 
 step hitrate_lab "$PYTHON" "$BENCH_SRC/hitrate_lab.py" "${QUICK[@]}" --cli "$CLI" \
   --json "$OUT_DIR/hitrate_lab.json"
+step cluster_sim "$PYTHON" "$BENCH_SRC/cluster_sim_bench.py" "${QUICK[@]}" --cli "$CLI" \
+  --json "$OUT_DIR/cluster_sim.json"
 
 python_bench() {  # -> OUT_DIR/python_bench.{json,txt}, as run.sh writes them
   rm -f "$OUT_DIR/python_bench.json" "$OUT_DIR/python_bench.txt"  # never report a stale run

@@ -29,7 +29,7 @@ PUBLIC = {
     "status.h": "base", "huge_page_allocator.h": "base", "number_file.h": "base",
     "value.h": "base", "read_sink.h": "base", "sizes.h": "base",
     "plan.h": "plan", "next_use.h": "plan", "item_sizes.h": "plan", "policy.h": "plan",
-    "simulator.h": "plan",
+    "simulator.h": "plan", "cluster_plan.h": "plan", "cluster_simulator.h": "plan",
     "store.h": "store", "store_stats.h": "store", "store_options.h": "store",
     "live_store.h": "store",
 }

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "cluster_simulate_command.h"
 #include "commands.h"
 #include "opt4store/item_sizes.h"
 #include "opt4store/plan.h"
@@ -38,6 +39,10 @@ struct SimulateCommandOptions {
   std::string policy_seed;
   bool curve = false;
   bool json = false;
+  // A cluster (cluster_simulate_command.h).
+  std::string hosts;
+  std::string ranks_per_host;
+  std::string placement;
 };
 
 // The ratios --curve uses when no capacity is given.
@@ -302,7 +307,73 @@ std::string AmbiguityNote(const SimulationResult& result) {
       static_cast<unsigned long long>(result.accesses));
 }
 
+// --hosts: the plan becomes every rank of a distributed plan, and the
+// capacity each host's budget.
+Status RunClusterCommand(SimulateCommandOptions o) {
+  if (o.hosts.empty()) {
+    return Status::InvalidArgument("--ranks-per-host and --placement need --hosts H");
+  }
+  uint64_t hosts = 0;
+  uint64_t ranks_per_host = 1;
+  OPT4STORE_RETURN_IF_ERROR(ParseCount(o.hosts, &hosts).WithContext("--hosts"));
+  if (hosts == 0 || hosts > 65536) return Status::InvalidArgument("--hosts: must be in [1, 65536]");
+  if (!o.ranks_per_host.empty()) {
+    OPT4STORE_RETURN_IF_ERROR(
+        ParseCount(o.ranks_per_host, &ranks_per_host).WithContext("--ranks-per-host"));
+    if (ranks_per_host == 0 || hosts * ranks_per_host > UINT32_MAX) {
+      return Status::InvalidArgument("--ranks-per-host: must be at least 1, and hosts x ranks "
+                                     "below 2^32");
+    }
+  }
+  if (o.plan.sampler != "distributed") {
+    return Status::InvalidArgument("--hosts needs --sampler distributed (DistributedSampler's "
+                                   "plan for every rank)");
+  }
+  if (!o.plan.rank.empty()) {
+    return Status::InvalidArgument("--rank: with --hosts every rank is simulated");
+  }
+  const std::string world = std::to_string(hosts * ranks_per_host);
+  if (o.plan.world_size.empty()) {
+    o.plan.world_size = world;
+  } else if (o.plan.world_size != world) {
+    return Status::InvalidArgument("--world " + o.plan.world_size + " is not --hosts x "
+                                   "--ranks-per-host = " + world);
+  }
+  const std::pair<const char*, bool> single_cache_only[] = {
+      {"--curve", o.curve},           {"--sizes", !o.sizes.empty()},
+      {"--window", !o.window.empty()}, {"--policy-seed", !o.policy_seed.empty()},
+      {"--policy", o.policy != "all"},
+  };
+  for (const auto& [flag, given] : single_cache_only) {
+    if (given) {
+      return Status::InvalidArgument(std::string(flag) + " does not apply with --hosts (items "
+                                     "of one size, --item-size; placements, --placement)");
+    }
+  }
+  SimulateRequest single;
+  OPT4STORE_RETURN_IF_ERROR(BuildRequest(o, &single));
+  if (single.options.capacities.size() != 1) {
+    return Status::InvalidArgument("--hosts takes one capacity per run");
+  }
+  ClusterSimulateRequest r;
+  ClusterSimulationOptions& c = r.options;
+  c.plan = single.options.plan;
+  c.hosts = static_cast<uint32_t>(hosts);
+  c.ranks_per_host = static_cast<uint32_t>(ranks_per_host);
+  c.capacity = single.options.capacities[0];  // items: --item-size already divided
+  OPT4STORE_RETURN_IF_ERROR(
+      ParseClusterPlacementList(o.placement.empty() ? "all" : o.placement, &c.placements)
+          .WithContext("--placement"));
+  r.dataset_size = single.dataset_size;
+  r.item_size = single.item_size;
+  r.json = o.json;
+  return RunClusterSimulation(r);
+}
+
 Status RunSimulateCommand(const SimulateCommandOptions& options) {
+  if (!options.hosts.empty() || !options.ranks_per_host.empty() || !options.placement.empty()) {
+    return RunClusterCommand(options);
+  }
   SimulateRequest request;
   OPT4STORE_RETURN_IF_ERROR(BuildRequest(options, &request));
   return RunSimulation(request);
@@ -354,7 +425,9 @@ Command AddSimulateCommand(CLI::App* parent) {
       "simulate",
       "Replay a plan through cache policies and compare their hit rates.\n"
       "  opt4store simulate --plan p.npy --capacity-ratio 0.2 --policy opt,lru\n"
-      "  opt4store simulate --sampler shuffle --dataset-size 1000 --epochs 3 --curve --json");
+      "  opt4store simulate --sampler shuffle --dataset-size 1000 --epochs 3 --curve --json\n"
+      "  opt4store simulate --hosts 8 --sampler distributed --dataset-size 1281167 --epochs 90 "
+      "--capacity-ratio 0.1");
   AddPlanOptions(app, "--plan", &options->plan);
   const char* kCapacity = "Capacity (lists are comma-separated; several values make a curve)";
   app->add_option("--capacity", options->capacity, "Cache capacity in items")
@@ -389,6 +462,21 @@ Command AddSimulateCommand(CLI::App* parent) {
       ->type_name("N");
   app->add_option("--policy-seed", options->policy_seed, "Seed of the random policy (default 0)")
       ->type_name("S");
+  const char* kCluster = "Cluster (a distributed plan read by several hosts)";
+  app->add_option("--hosts", options->hosts,
+                  "Simulate H hosts, each with the capacity as its RAM budget; the plan is "
+                  "every rank of --sampler distributed")
+      ->type_name("H")
+      ->group(kCluster);
+  app->add_option("--ranks-per-host", options->ranks_per_host,
+                  "Ranks on each host (default 1); --world is hosts x ranks per host")
+      ->type_name("R")
+      ->group(kCluster);
+  app->add_option("--placement", options->placement,
+                  "'all' or a comma-separated list of: per-host-opt, cluster-opt, home-opt, "
+                  "static-partition, frequency-static (default all)")
+      ->type_name("LIST")
+      ->group(kCluster);
   app->add_flag("--json", options->json, "Print one JSON object instead of a table");
   return Command{app, [options] { return RunSimulateCommand(*options); }};
 }
