@@ -64,7 +64,7 @@ class CachedDataset(torch.utils.data.Dataset):
         self.store = store
         self.sampler = sampler
         self.transform = transform
-        store.bind(len(dataset), sampler)
+        store.bind(len(dataset), sampler, source=dataset)
         # The plan as the store numbers positions (host positions when the
         # store is shared by a host's local ranks): the sampler's window of
         # recorded epochs (a PlanWindow), shared with it in this process; a
@@ -188,7 +188,7 @@ class CachedDataset(torch.utils.data.Dataset):
         return value
 
     def _guess_position(self, index):
-        if self._plan is None:
+        if self._plan is None or self._stride == 0:  # none, or a cluster store's
             return NO_POSITION
         if torch.utils.data.get_worker_info() is not None:
             return self._recover_position(int(index))
