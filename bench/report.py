@@ -16,6 +16,9 @@ bench/results/) and skips the rest, saying so in the report:
                      opt4store.DataLoader (report_loader.py)
                      ({"machine": ..., "configs": {name: {"workers":
                      {"0": {"epoch_times": [...], ...}}}}}); partial is fine
+  cluster.json       bench/cluster_bench.py: four hosts as one cache against a
+                     store per host (report_cluster.py); cluster_workers2.json
+                     the same with 2 workers per host
 
 Every number in the report is formatted straight from the JSON values (hit
 rates as stored; derived ratios are the lab's own, rounded for display as
@@ -41,6 +44,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_cluster import section_cluster  # noqa: E402
 from report_loader import section_loader  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -712,6 +716,12 @@ def main():
         lines += section_loader(ld, p, plots, rel, machine_line, save_plot)
     else:
         missing.append("loader.json (bench/loader_bench.py)")
+    runs = [r for r in (load(args.results, n) for n in ("cluster.json", "cluster_workers2.json"))
+            if r[0] is not None]
+    if runs:
+        lines += section_cluster(runs, machine_line)
+    else:
+        missing.append("cluster.json (bench/cluster_bench.py)")
     gb, p = load(args.results, "gpu_bench.json")
     if gb is not None:
         lines += section_gpu(gb, p)
