@@ -1,6 +1,7 @@
 """Many hosts, one cache: Store(..., shared="cluster") (issue 16).
 
-Four processes stand for four hosts (local_rank=0, local_world_size=1 each),
+Four processes stand for four hosts (local_rank=0, local_world_size=1 each;
+or for two hosts of two local ranks),
 spawned by torch.multiprocessing, under gloo on 127.0.0.1 with a file://
 rendezvous in tmp_path. Each reads 3 epochs of a shuffling
 DistributedSampler through a CachedDataset over its host's store, with an
@@ -64,8 +65,10 @@ def _host(rank, cfg):
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=rank,
                                                shuffle=True, seed=SEED)
     sampler = opt4store.PlannedSampler(base, epochs=EPOCHS)
+    local_world = cfg.get("local_world", 1)
     store = opt4store.Store(None, ram_items=cfg["ram_items"], disk=0, shared=cfg["shared"],
-                            local_rank=0, local_world_size=1, peer_window=WINDOW,
+                            local_rank=rank % local_world, local_world_size=local_world,
+                            peer_window=WINDOW,
                             peer_timeout=cfg.get("peer_timeout", 30.0))
     caught = []
     with warnings.catch_warnings(record=True) as caught:
@@ -89,6 +92,11 @@ def _host(rank, cfg):
                 if cfg.get("kill_rank") is None:
                     dist.all_reduce(torch.zeros(1))  # lockstep, as DDP's gradients make it
         stats = store.stats()
+        if local_world > 1:  # a host's readers close before its owner
+            dist.barrier()
+            if not store.is_owner:
+                store.close()
+            dist.barrier()
         store.close()
     result = {"rank": rank, "wrong": int(wrong), "seen": seen,
               "warnings": [str(w.message) for w in caught],
@@ -101,10 +109,11 @@ def _host(rank, cfg):
 
 
 def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill_rank=None,
-         timeout=120):
+         local_world=1, timeout=120):
     cfg = {"rendezvous": str(tmp_path / "rendezvous"), "counter": str(tmp_path / "calls"),
            "ram_items": ram_items, "shared": shared, "workers": workers, "context": context,
-           "kill_rank": kill_rank, "results": str(tmp_path / "result"), "peer_timeout": 20.0}
+           "kill_rank": kill_rank, "results": str(tmp_path / "result"), "peer_timeout": 20.0,
+           "local_world": local_world}
     os.makedirs(tmp_path, exist_ok=True)
     CallCounter(cfg["counter"])
     ctx = mp.start_processes(_host_main, args=(cfg,), nprocs=HOSTS, join=False,
@@ -149,9 +158,10 @@ def cluster_opt_loads(ram_items):
     return loads
 
 
-def arrivals_in_all_hosts():
-    orders = _orders()
-    return sum(len(HostPlan(orders, h, HOSTS, 1, WINDOW, N).arrivals[0]) for h in range(HOSTS))
+def arrivals_in_all_hosts(local_world=1):
+    orders, hosts = _orders(), HOSTS // local_world
+    return sum(len(HostPlan(orders, h, hosts, local_world, WINDOW, N).arrivals[0])
+               for h in range(hosts))
 
 
 def _check_values(results):
@@ -226,3 +236,16 @@ def test_a_host_killed_mid_epoch_leaves_the_others_right(tmp_path):
         assert r["seen"] == EPOCHS * N // HOSTS
         lost = [w for w in r["warnings"] if "cluster peer host 3" in w]
         assert lost, f"host {rank} did not name the lost host: {r['warnings']}"
+
+
+def test_two_hosts_of_two_local_ranks_share_one_store_each(tmp_path):
+    # four ranks, two hosts: local rank 1 reads through its owner's store,
+    # which holds half the dataset (+ room for arrivals) and serves the other host
+    results, loads = _run(tmp_path, ram_items=N // 2, local_world=2)
+    _check_values(results)
+    assert all(r["seen"] == EPOCHS * N // HOSTS for r in results.values())
+    assert loads == N, f"the cluster loaded {loads} samples from the source, not {N}"
+    # stats() on any rank gives the host's totals
+    for host in (0, 2):
+        assert results[host]["stats"]["peer_hits"] == results[host + 1]["stats"]["peer_hits"]
+    assert sum(results[h]["stats"]["peer_hits"] for h in (0, 2)) == arrivals_in_all_hosts(2)
