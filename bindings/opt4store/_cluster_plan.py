@@ -46,6 +46,7 @@ class HostPlan:
                     each own read of another host's item, by position
     serve_position  int64 [world, reads]: the position at which this host
                     serves rank r's read i, -1 where it does not
+    serve_rank      int32 per position: the rank served there, else -1
     """
 
     def __init__(self, orders, host, hosts, local_world, window, dataset_size):
@@ -81,6 +82,8 @@ class HostPlan:
                          (ARRIVAL, arrival_at)):
             m = kind == k
             table[event_rank[m], event_read[m]] = positions[m]
+        # per position: the rank whose read this host serves there, else -1
+        self.serve_rank = np.where(kind == SERVE, event_rank, -1).astype(np.int32)
         self.own_positions = self.own_positions[local]
         m = kind == ARRIVAL
         r, i = event_rank[m], event_read[m]

@@ -34,8 +34,10 @@ host, and per arrival whether it came, so that any reader knows when to
 stop waiting.
 """
 
+import atexit
 import hashlib
 import os
+import queue
 import tempfile
 import threading
 import time
@@ -192,12 +194,27 @@ class ClusterPeer:
         self._servers = [threading.Thread(target=self._serve, args=(peer,), daemon=True,
                                           name=f"opt4store-peer-server-{peer}")
                          for peer in self.peers]
+        # Replies come in on a thread per peer too: a gloo wait that times
+        # out breaks every connection of the group, so no wait has a
+        # timeout; the prefetcher waits on these queues instead.
+        # Requests go out on a thread per peer as well: a send to a stalled
+        # peer blocks (gloo waits for its matching receive).
+        self._replies = {peer: queue.Queue() for peer in self.peers}
+        self._requests = {peer: queue.Queue() for peer in self.peers}
+        self._receivers = [threading.Thread(target=self._receive_replies, args=(peer,),
+                                            daemon=True, name=f"opt4store-peer-replies-{peer}")
+                           for peer in self.peers]
+        self._senders = [threading.Thread(target=self._send_requests, args=(peer,),
+                                          daemon=True, name=f"opt4store-peer-requests-{peer}")
+                         for peer in self.peers]
         self._prefetcher = threading.Thread(target=self._prefetch, daemon=True,
                                             name="opt4store-peer-prefetcher")
         self.errors = []
+        self._closed = False
+        self._frontier, self._moved_at = None, time.monotonic()  # for _watch
 
     def start(self):
-        for t in self._servers:
+        for t in self._servers + self._receivers + self._senders:
             t.start()
         self._prefetcher.start()
 
@@ -231,7 +248,9 @@ class ClusterPeer:
             while True:
                 dist.recv(header, src=peer, group=group, tag=_TAG_REQUEST)
                 kind, count = int(header[0]), int(header[1])
-                if kind == _BYE:
+                if kind == _BYE:  # answered in kind: the peer's reply thread ends
+                    dist.send(torch.tensor([_BYE, 0, 0, 0], dtype=torch.int64), dst=peer,
+                              group=group, tag=_TAG_REPLY)
                     return
                 body = torch.empty((count, 2), dtype=torch.int64)
                 dist.recv(body, src=peer, group=group, tag=_TAG_REQUEST)
@@ -276,17 +295,13 @@ class ClusterPeer:
     def _prefetch(self):
         try:
             self._prefetch_all()
+            while not self._stop.wait(0.05):
+                self._watch()
         except Exception as e:  # pragma: no cover - reported at close
             self.errors.append(f"prefetcher: {type(e).__name__}: {e}")
         finally:
             for peer in self.peers:
-                if peer // self.local_world in self.lost:
-                    continue
-                try:
-                    self.dist.send(torch.tensor([_BYE, 0, 0, 0], dtype=torch.int64), dst=peer,
-                                   group=self.group, tag=_TAG_REQUEST)
-                except Exception as e:
-                    self.lose(peer // self.local_world, f"{type(e).__name__}: {e}")
+                self._requests[peer].put(None)  # goodbye
 
     def _prefetch_all(self):
         at, reads_at, ids, homes, ranks, reads = self.plan.arrivals
@@ -299,6 +314,7 @@ class ClusterPeer:
             while end < n and end - k < self.batch and at[end] <= limit:
                 end += 1
             if end == k:
+                self._watch()
                 time.sleep(0.0005)
                 continue
             chunk = np.arange(k, end)
@@ -313,39 +329,82 @@ class ClusterPeer:
                 self._receive(home, mine)
             k = end
 
+    def _watch(self):
+        """A peer that stalls (alive, but asking for nothing) holds this
+        store's frontier at a position it would be served at: past
+        peer_timeout it is lost, and the frontier moves on."""
+        frontier, now = self.core.reading_from(), time.monotonic()
+        if frontier != self._frontier:
+            self._frontier, self._moved_at = frontier, now
+            return
+        if now - self._moved_at <= self.peer_timeout or frontier == _NO_POSITION or \
+                frontier >= len(self.plan):
+            return
+        rank = int(self.plan.serve_rank[frontier])
+        if rank >= 0 and not self.state.gone[rank // self.local_world]:
+            self.lose(rank // self.local_world,
+                      f"it asked for nothing for {self.peer_timeout:g} s (peer_timeout): stalled")
+        self._moved_at = now
+
     def _ask(self, home, ranks, reads):
         peer = home * self.local_world
-        body = np.stack([ranks, reads], axis=1).astype(np.int64)
-        try:
-            self.dist.send(torch.tensor([_REQUEST, len(body), 0, 0], dtype=torch.int64),
-                           dst=peer, group=self.group, tag=_TAG_REQUEST)
-            self.dist.send(torch.from_numpy(body), dst=peer, group=self.group, tag=_TAG_REQUEST)
-        except Exception as e:
-            self.lose(home, f"{type(e).__name__}: {e}")
-            return False
+        self._requests[peer].put(np.stack([ranks, reads], axis=1).astype(np.int64))
         return True
 
-    def _recv(self, tensor, peer):
-        work = self.dist.irecv(tensor, src=peer, group=self.group, tag=_TAG_REPLY)
-        work.wait(timedelta(seconds=self.peer_timeout))
+    def _send_requests(self, peer):
+        """Sends the requests queued for `peer`, then its goodbye (None)."""
+        requests = self._requests[peer]
+        while True:
+            body = requests.get()
+            if peer // self.local_world in self.lost:
+                return
+            try:
+                if body is None:
+                    self.dist.send(torch.tensor([_BYE, 0, 0, 0], dtype=torch.int64), dst=peer,
+                                   group=self.group, tag=_TAG_REQUEST)
+                    return
+                self.dist.send(torch.tensor([_REQUEST, len(body), 0, 0], dtype=torch.int64),
+                               dst=peer, group=self.group, tag=_TAG_REQUEST)
+                self.dist.send(torch.from_numpy(body), dst=peer, group=self.group,
+                               tag=_TAG_REQUEST)
+            except Exception as e:
+                self._replies[peer].put(e)
+                return
+
+    def _receive_replies(self, peer):
+        """Receives `peer`'s replies, in order, into its queue (an exception
+        when the connection breaks), until its goodbye."""
+        dist, group, replies = self.dist, self.group, self._replies[peer]
+        try:
+            while True:
+                header = torch.zeros(4, dtype=torch.int64)
+                dist.recv(header, src=peer, group=group, tag=_TAG_REPLY)
+                if int(header[0]) == _BYE:
+                    return
+                table = torch.zeros((int(header[1]), 3), dtype=torch.int64)
+                dist.recv(table, src=peer, group=group, tag=_TAG_REPLY)
+                blob = torch.empty(int(header[2]), dtype=torch.uint8)
+                if len(blob):
+                    dist.recv(blob, src=peer, group=group, tag=_TAG_REPLY)
+                replies.put((table.numpy(), blob.numpy()))
+        except Exception as e:
+            replies.put(e)
 
     def _receive(self, home, mine):
         at, first = self.plan.arrivals[0], self.plan.dataset_size
         peer = home * self.local_world
         try:
-            header = torch.zeros(4, dtype=torch.int64)
-            self._recv(header, peer)
-            table = torch.zeros((len(mine), 3), dtype=torch.int64)
-            self._recv(table, peer)
-            blob = torch.empty(int(header[2]), dtype=torch.uint8)
-            if len(blob):
-                self._recv(blob, peer)
-        except Exception as e:
-            self.lose(home, f"its reply did not come (peer_timeout={self.peer_timeout:g} s): "
-                            f"{type(e).__name__}: {e}")
+            reply = self._replies[peer].get(timeout=self.peer_timeout)
+        except queue.Empty:
+            reply = f"no reply within peer_timeout={self.peer_timeout:g} s: stalled"
+        if not isinstance(reply, tuple):
+            if isinstance(reply, Exception):
+                reply = f"{type(reply).__name__}: {reply}"
+            self.lose(home, reply)
             self._give_up(mine)
             return
-        blob, table, offset = blob.numpy(), table.numpy(), 0
+        table, blob = reply
+        offset = 0
         for k, j in enumerate(mine.tolist()):
             position, store_id = int(at[j]), first + j
             failed, meta_len, payload_len = table[k].tolist()
@@ -371,15 +430,24 @@ class ClusterPeer:
 
     # ---- closing
 
+    def _lost_ranks(self):
+        return {str(host * self.local_world) for host in self.lost}
+
     def close(self):
         """Stops asking, says goodbye to the peers, and serves them until each
-        has said goodbye too (or is lost), at most peer_timeout seconds."""
+        has said goodbye too (or is lost), at most peer_timeout seconds.
+        Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         self._stop.set()
         self._prefetcher.join()
         deadline = time.monotonic() + self.peer_timeout
-        for t in self._servers:
-            t.join(max(0.0, deadline - time.monotonic()))
-        waiting = [t.name for t in self._servers if t.is_alive()]
+        for t in self._senders + self._servers + self._receivers:
+            if t.name.rsplit("-", 1)[1] not in self._lost_ranks():
+                t.join(max(0.0, deadline - time.monotonic()))
+        waiting = [t.name for t in self._servers + self._receivers
+                   if t.is_alive() and t.name.rsplit("-", 1)[1] not in self._lost_ranks()]
         if waiting:
             warnings.warn(f"opt4store: closing while cluster peers still read ({waiting})",
                           RuntimeWarning, stacklevel=3)
@@ -422,8 +490,10 @@ class ClusterSharing:
                 f"(hosts of {local_world} local ranks)")
         hosts, host = world // local_world, rank // local_world
         # Every rank joins the group, in the same order; only owners use it.
-        group = dist.new_group(backend="gloo", timeout=timedelta(seconds=max(
-            self.peer_timeout * 4, 60)))
+        # No timeout of its own: a server waits for requests as long as the
+        # run lasts; peer_timeout bounds the waits for replies (_recv) and
+        # the silence of a peer (_watch).
+        group = dist.new_group(backend="gloo", timeout=timedelta(days=7))  # < 2**31 ms
         orders = rank_orders(sampler.sampler, world, sampler.epochs, sampler.epoch_length)
         self.plan = plan = HostPlan(orders, host, hosts, local_world, self.window, dataset_size)
         state_box = {}
@@ -445,6 +515,10 @@ class ClusterSharing:
             self.peer = ClusterPeer(store, core, plan, group, rank, local_world,
                                     state_box["state"], source, self.peer_timeout, self.batch)
             self.peer.start()
+            # A process that exits without Store.close() still says goodbye
+            # and serves its peers until they are done: a peer thread left
+            # blocked in a receive would abort the interpreter's exit.
+            atexit.register(self.peer.close)
         return core, owner
 
     def stats(self):

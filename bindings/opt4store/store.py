@@ -86,6 +86,14 @@ class Store:
     readers before the owner (e.g. ``dist.barrier()`` before ``close()``).
     See ``opt4store.distributed``.
 
+    Across hosts: ``shared="cluster"`` makes the hosts' stores one cache
+    (each item loaded from the source by its home host only, fetched by the
+    others over a gloo group of its own); the local ranks of a host share
+    its store as with "local". ``peer_window=`` (reads) is how far ahead
+    items are served and fetched; ``peer_timeout=`` (seconds) how long a
+    reply, or a peer that asks for nothing, is waited for before that peer
+    counts as lost. See ``opt4store.cluster``.
+
     Every argument is checked, here and in the methods: a wrong type raises
     InvalidTypeError (also a TypeError), a value out of range
     InvalidArgumentError, an index outside the dataset OutOfRangeError; the
@@ -97,7 +105,7 @@ class Store:
                  prefetch_depth=None, staging=None, compression=None, sync=None,
                  fingerprint=None, reset=False, fetch_timeout_ms=None, shared=None,
                  local_rank=None, local_world_size=None, shared_name=None, shared_timeout=300.0,
-                 peer_window=8, peer_timeout=30.0):
+                 peer_window=8, peer_timeout=120.0):
         if ram is not None and ram_items is not None:
             raise InvalidArgumentError("give ram= (bytes) or ram_items= (items), not both")
         # path=None: a store without a disk tier (nothing is written).
