@@ -305,7 +305,10 @@ class ClusterPeer:
 
     def _prefetch_all(self):
         at, reads_at, ids, homes, ranks, reads = self.plan.arrivals
-        gate = self.plan.steps_span(2 * self.plan.window)
+        # Up to a window past the frontier: with arrivals a window before
+        # their reads, at most two windows of them are held (the room the
+        # store was given), and no two hosts wait on each other.
+        gate = self.plan.steps_span(self.plan.window)
         k, n = 0, len(at)
         while k < n and not self._stop.is_set():
             frontier = self.core.reading_from()

@@ -244,6 +244,12 @@ class Store:
             sampler.attach_store(self)
 
     @property
+    def shared(self):
+        """The ``shared=`` this Store was made with: None, "local" or "cluster"."""
+        return "cluster" if self._cluster is not None else \
+            "local" if self._sharing is not None else None
+
+    @property
     def local_layout(self):
         """(local_rank, local_world_size) of a store shared by a host's local
         ranks, else None."""
