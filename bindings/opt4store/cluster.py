@@ -54,6 +54,7 @@ from ._errors import InvalidArgumentError
 _REQUEST, _BYE, _REPLY = 1, 2, 3
 _TAG_REQUEST, _TAG_REPLY = 71, 72
 PEER_STATS = ("peer_hits", "peer_bytes_in", "peer_bytes_out")
+_WANTED = len(PEER_STATS)  # the state's word after the counters
 _NO_POSITION = _core.NO_POSITION
 
 
@@ -71,7 +72,7 @@ class ClusterState:
 
     def __init__(self, path, hosts, arrivals, create=False):
         self.path, self.hosts, self.arrivals = path, hosts, arrivals
-        words = len(PEER_STATS) + hosts + arrivals
+        words = len(PEER_STATS) + 1 + hosts + arrivals
         if create:
             initial = np.zeros(words, np.int64)
             temporary = f"{path}.{os.getpid()}.tmp"
@@ -79,8 +80,10 @@ class ClusterState:
             os.replace(temporary, path)
         self.words = np.memmap(path, dtype=np.int64, mode="r+", shape=(words,))
         self.counters = self.words[:len(PEER_STATS)]
-        self.gone = self.words[len(PEER_STATS):len(PEER_STATS) + hosts]
-        self.arrived = self.words[len(PEER_STATS) + hosts:]
+        # the highest read position a reader waits for an arrival at
+        self.wanted = self.words[_WANTED:_WANTED + 1]
+        self.gone = self.words[_WANTED + 1:_WANTED + 1 + hosts]
+        self.arrived = self.words[_WANTED + 1 + hosts:]
 
     def stats(self):
         return {name: int(self.counters[k]) for k, name in enumerate(PEER_STATS)}
@@ -133,6 +136,12 @@ class ClusterReader:
         not: its home is gone, or it was refused); a Get then finds it, or
         the reader loads it from the source."""
         arrived, gone = self.state.arrived, self.state.gone
+        waited = [i - self.dataset_size for i in np.asarray(ids).tolist()
+                  if i >= self.dataset_size]
+        if waited:  # tell the prefetcher how far readers are (a batch, workers ahead)
+            last = int(self.arrival_reads[max(waited)])
+            if last > self.state.wanted[0]:
+                self.state.wanted[0] = last
         deadline = None
         for store_id in np.asarray(ids).tolist():
             k = store_id - self.dataset_size
@@ -305,14 +314,17 @@ class ClusterPeer:
 
     def _prefetch_all(self):
         at, reads_at, ids, homes, ranks, reads = self.plan.arrivals
-        # Up to a window past the frontier: with arrivals a window before
-        # their reads, at most two windows of them are held (the room the
-        # store was given), and no two hosts wait on each other.
+        # Up to a window past the frontier, or past the furthest read a
+        # reader waits for (a batch holds its positions until all of it is
+        # read; workers read batches ahead): with arrivals a window before
+        # their reads, about two windows of them are held past the readers
+        # (the room the store was given), and no two hosts wait on each other.
         gate = self.plan.steps_span(self.plan.window)
         k, n = 0, len(at)
         while k < n and not self._stop.is_set():
             frontier = self.core.reading_from()
-            limit = gate if frontier == _NO_POSITION else frontier + gate
+            base = max(0 if frontier == _NO_POSITION else frontier, int(self.state.wanted[0]))
+            limit = base + gate
             end = k
             while end < n and end - k < self.batch and at[end] <= limit:
                 end += 1
