@@ -16,6 +16,9 @@ bench/results/) and skips the rest, saying so in the report:
                      opt4store.DataLoader (report_loader.py)
                      ({"machine": ..., "configs": {name: {"workers":
                      {"0": {"epoch_times": [...], ...}}}}}); partial is fine
+  cluster.json       bench/cluster_bench.py: four hosts as one cache against a
+                     store per host (report_cluster.py); cluster_workers2.json
+                     the same with 2 workers per host
 
 Every number in the report is formatted straight from the JSON values (hit
 rates as stored; derived ratios are the lab's own, rounded for display as
@@ -33,6 +36,7 @@ import argparse
 import datetime
 import json
 import os
+import subprocess
 import sys
 
 import matplotlib
@@ -41,8 +45,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_loader import section_loader  # noqa: E402
 from report_cluster import section_cluster  # noqa: E402
+from report_cluster_sim import section_cluster_sim  # noqa: E402
+from report_loader import section_loader  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 POLICY_STYLE = {
@@ -66,7 +71,23 @@ def load(results, name):
 
 
 def mtime(path):
-    t = datetime.datetime.fromtimestamp(os.path.getmtime(path), datetime.timezone.utc)
+    """When a results file was written: its last commit when git tracks it
+    unchanged (a clone's files all carry the checkout's time), else its
+    modification time."""
+    t = None
+    try:
+        here = os.path.dirname(os.path.abspath(path))
+        changed = subprocess.run(["git", "status", "--porcelain", "--", path], cwd=here,
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        if not changed:
+            stamp = subprocess.run(["git", "log", "-1", "--format=%ct", "--", path], cwd=here,
+                                   capture_output=True, text=True, check=True).stdout.strip()
+            if stamp:
+                t = datetime.datetime.fromtimestamp(int(stamp), datetime.timezone.utc)
+    except (OSError, subprocess.CalledProcessError, ValueError):
+        t = None
+    if t is None:
+        t = datetime.datetime.fromtimestamp(os.path.getmtime(path), datetime.timezone.utc)
     return t.strftime("%Y-%m-%d %H:%M UTC")
 
 
@@ -715,9 +736,15 @@ def main():
         missing.append("loader.json (bench/loader_bench.py)")
     cs, p = load(args.results, "cluster_sim.json")
     if cs is not None:
-        lines += section_cluster(cs, p, plots, rel, machine_line, save_plot)
+        lines += section_cluster_sim(cs, p, plots, rel, machine_line, save_plot)
     else:
         missing.append("cluster_sim.json (bench/cluster_sim_bench.py)")
+    runs = [r for r in (load(args.results, n) for n in ("cluster.json", "cluster_workers2.json"))
+            if r[0] is not None]
+    if runs:
+        lines += section_cluster(runs, machine_line)
+    else:
+        missing.append("cluster.json (bench/cluster_bench.py)")
     gb, p = load(args.results, "gpu_bench.json")
     if gb is not None:
         lines += section_gpu(gb, p)

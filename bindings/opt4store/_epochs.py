@@ -153,6 +153,7 @@ class PlanWindow:
         self.epoch_length = epoch_length
         self.epochs = epochs
         self.stride, self.offset = 1, 0
+        self.positions = None  # a cluster store's: own read i at positions[i]
         self._ids = {}    # epoch -> int64 array
         self._views = {}  # epoch -> memoryview (indexes to a Python int fast)
 
@@ -178,13 +179,19 @@ class PlanWindow:
 
     def __len__(self):
         """Store positions the plan spans."""
+        if self.positions is not None:
+            return int(self.positions[-1]) + 1 if len(self.positions) else 0
         return self.epochs * self.epoch_length * self.stride
 
     def planned(self, position):
         """The index the plan reads at store `position`: -1 where this rank
         reads nothing (another local rank's position, or past the plan),
         None where the epoch is not held here (unknown)."""
-        i, r = divmod(int(position) - self.offset, self.stride)
+        if self.positions is not None:
+            i = int(np.searchsorted(self.positions, position))
+            r = 0 if i < len(self.positions) and self.positions[i] == position else 1
+        else:
+            i, r = divmod(int(position) - self.offset, self.stride)
         if r != 0 or not 0 <= i < self.epochs * self.epoch_length:
             return -1
         epoch, k = divmod(i, self.epoch_length)

@@ -45,7 +45,9 @@ class CachedDataset(torch.utils.data.Dataset):
     without counting an access (``Store.peek``). A value that differs from
     two equal loads raises ``StaleStoreError`` (the store was filled by
     another transform or dataset); two loads that differ from each other
-    warn, once, that the dataset is not deterministic. 0 turns it off.
+    warn, once, that the dataset is not deterministic. 0 turns it off. A
+    cluster store (``shared="cluster"``) is not checked: its peers fill it
+    while it binds.
     """
 
     def __init__(self, dataset, store, sampler=None, transform=None, spot_check=2):
@@ -64,7 +66,7 @@ class CachedDataset(torch.utils.data.Dataset):
         self.store = store
         self.sampler = sampler
         self.transform = transform
-        store.bind(len(dataset), sampler)
+        store.bind(len(dataset), sampler, source=dataset)
         # The plan as the store numbers positions (host positions when the
         # store is shared by a host's local ranks): the sampler's window of
         # recorded epochs (a PlanWindow), shared with it in this process; a
@@ -75,7 +77,9 @@ class CachedDataset(torch.utils.data.Dataset):
         # Kept apart from the sampler, which workers do not get.
         self._epoch_length = getattr(sampler, "epoch_length", 0) if sampler is not None else 0
         self._inverses = {}
-        if spot_check and store.fingerprint is None and store.is_owner:
+        # Not a cluster store's: its peers fill it while it binds.
+        if spot_check and store.fingerprint is None and store.is_owner and \
+                store.shared != "cluster":
             self._spot_check(spot_check)
 
     def __len__(self):
@@ -188,7 +192,7 @@ class CachedDataset(torch.utils.data.Dataset):
         return value
 
     def _guess_position(self, index):
-        if self._plan is None:
+        if self._plan is None or self._stride == 0:  # none, or a cluster store's
             return NO_POSITION
         if torch.utils.data.get_worker_info() is not None:
             return self._recover_position(int(index))

@@ -124,6 +124,9 @@ class PlannedSampler(torch.utils.data.Sampler):
         # of a store shared by _stride local ranks; else 1 and 0).
         self._stride = 1
         self._offset = 0
+        # A cluster store's positions (opt4store/cluster.py): own read i at
+        # _positions[i]; stride and offset are then 0.
+        self._positions = None
         self._record_ahead()
 
     # ---- the recorded epochs
@@ -202,12 +205,14 @@ class PlannedSampler(torch.utils.data.Sampler):
         base, start = self._begin_epoch()
         self._counted_by_loader = False
         ids = self._window.epoch_ids(base // self.epoch_length) if self.epoch_length else []
-        stride, offset = self._stride, self._offset
+        stride, offset, positions = self._stride, self._offset, self._positions
         chunk = 4096  # Python ints a chunk at a time, not an epoch's worth
         for first in range(start, self.epoch_length, chunk):
+            at = positions[base + first:base + first + chunk].tolist() \
+                if positions is not None else None
             for k, value in enumerate(ids[first:first + chunk].tolist(), first):
                 index = PlannedIndex(value)
-                index.position = (base + k) * stride + offset
+                index.position = (base + k) * stride + offset if at is None else at[k - first]
                 self._yielded = k + 1
                 yield index
 
@@ -220,7 +225,9 @@ class PlannedSampler(torch.utils.data.Sampler):
         base, start = self._begin_epoch()
         ids = self._window.epoch_ids(base // self.epoch_length)[start:].astype(np.int64)
         positions = np.arange(base + start, base + self.epoch_length, dtype=np.uint64)
-        positions = positions * np.uint64(self._stride) + np.uint64(self._offset)
+        positions = positions * np.uint64(self._stride) + np.uint64(self._offset) \
+            if self._positions is None else \
+            self._positions[base + start:base + self.epoch_length].astype(np.uint64)
         self._taken_from = start
         self._counted_by_loader = True
         return positions, ids
@@ -446,6 +453,17 @@ class PlannedSampler(torch.utils.data.Sampler):
                 "this PlannedSampler already drives a store with other positions; use one "
                 "sampler per store layout (shared or not)")
         self._stride, self._offset = layout
+
+    def use_positions(self, positions):
+        """Yields a cluster store's positions: own read i (epoch * len +
+        index) at positions[i] (increasing). Store.bind calls it."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if len(positions) != self.epochs * self.epoch_length:
+            raise InvalidArgumentError(f"{len(positions)} positions for a plan of "
+                                       f"{self.epochs * self.epoch_length} reads")
+        self._positions = positions
+        self._stride, self._offset = 0, 0
+        self._window.positions = positions
 
     @property
     def store_layout(self):

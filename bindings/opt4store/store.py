@@ -10,6 +10,7 @@ import torch
 from . import _core, _values
 from ._checks import (MAX_UINT64, check_bool, check_dir_path, check_index, check_int,
                       check_number, check_position, check_str, int_array)
+from .cluster import PEER_STATS, ClusterSharing
 from .distributed import LocalSharing
 from ._errors import InvalidArgumentError, InvalidTypeError, IOError_
 from ._sizes import parse_size
@@ -85,6 +86,14 @@ class Store:
     readers before the owner (e.g. ``dist.barrier()`` before ``close()``).
     See ``opt4store.distributed``.
 
+    Across hosts: ``shared="cluster"`` makes the hosts' stores one cache
+    (each item loaded from the source by its home host only, fetched by the
+    others over a gloo group of its own); the local ranks of a host share
+    its store as with "local". ``peer_window=`` (reads) is how far ahead
+    items are served and fetched; ``peer_timeout=`` (seconds) how long a
+    reply, or a peer that asks for nothing, is waited for before that peer
+    counts as lost. See ``opt4store.cluster``.
+
     Every argument is checked, here and in the methods: a wrong type raises
     InvalidTypeError (also a TypeError), a value out of range
     InvalidArgumentError, an index outside the dataset OutOfRangeError; the
@@ -95,7 +104,8 @@ class Store:
     def __init__(self, path, ram=None, disk=None, policy=None, *, ram_items=None,
                  prefetch_depth=None, staging=None, compression=None, sync=None,
                  fingerprint=None, reset=False, fetch_timeout_ms=None, shared=None,
-                 local_rank=None, local_world_size=None, shared_name=None, shared_timeout=300.0):
+                 local_rank=None, local_world_size=None, shared_name=None, shared_timeout=300.0,
+                 peer_window=8, peer_timeout=120.0):
         if ram is not None and ram_items is not None:
             raise InvalidArgumentError("give ram= (bytes) or ram_items= (items), not both")
         # path=None: a store without a disk tier (nothing is written).
@@ -117,8 +127,9 @@ class Store:
         self._core = None
         self._read_to = -1  # the highest plan position read in this process
         self._handle = None
-        if shared is not None and shared is not False and shared != "local":
-            raise InvalidArgumentError(f"shared: expected None or 'local', got {shared!r}")
+        if shared is not None and shared is not False and shared not in ("local", "cluster"):
+            raise InvalidArgumentError(
+                f"shared: expected None, 'local' or 'cluster', got {shared!r}")
         check_int("local_rank", local_rank, 0, MAX_UINT64, allow_none=True)
         check_int("local_world_size", local_world_size, 1, MAX_UINT64, allow_none=True)
         check_str("shared_name", shared_name, allow_none=True)
@@ -126,7 +137,14 @@ class Store:
             raise InvalidArgumentError(f"shared_name: {shared_name!r} holds a '/'")
         shared_timeout = check_number("shared_timeout", shared_timeout, 0.0, allow_inf=True)
         self._sharing = LocalSharing(self.path, local_rank, local_world_size, shared_name,
-                                     shared_timeout) if shared == "local" else None
+                                     shared_timeout) if shared in ("local", "cluster") else None
+        self._cluster = None  # shared="cluster": the binding and the peer threads
+        self._peer_reader = None  # shared="cluster": waits for items from other hosts
+        if shared == "cluster":
+            self._cluster = ClusterSharing(
+                self._sharing, check_int("peer_window", peer_window, 1, 1 << 20),
+                check_number("peer_timeout", peer_timeout, 0.001, allow_inf=False),
+                batch=64)
         # A shared store opens at binding, in local rank 0 only.
         if self._sharing is None and self.path and \
                 os.path.exists(os.path.join(self.path, "index", "CURRENT")) and \
@@ -166,12 +184,38 @@ class Store:
 
     # ---- binding: what CachedDataset and PlannedSampler call
 
-    def bind(self, dataset_size, sampler=None):
+    def bind(self, dataset_size, sampler=None, source=None):
         """Opens the store for a dataset of ``dataset_size`` items and gives it
         ``sampler``'s plan (a PlannedSampler). CachedDataset calls it; calling
         it again with the same size only (re)plans. A shared store opens in
-        local rank 0, which plans it, and the other local ranks attach to it."""
+        local rank 0, which plans it, and the other local ranks attach to it.
+        A cluster store (shared="cluster") plans itself from every rank's
+        order, and its host loads from ``source`` (the dataset) what it
+        serves to other hosts."""
         dataset_size = check_int("dataset_size", dataset_size, 1, MAX_UINT64)
+        if self._core is None and self._cluster is not None:
+            def open_core(extra_ram_items, store_size):
+                if self._options.get("ram_items"):
+                    self._options["ram_items"] += extra_ram_items
+                self._open(store_size)
+                return self._core
+
+            try:
+                self._core, _ = self._cluster.connect(self, open_core, dataset_size, sampler,
+                                                      source)
+            except BaseException:
+                if self._core is not None and not self._core.closed:
+                    self._core.close()
+                self._core = None
+                raise
+            self._peer_reader = self._cluster.reader
+            return
+        if self._cluster is not None:
+            if self._peer_reader.dataset_size != dataset_size:
+                raise InvalidArgumentError(
+                    f"the cluster store holds a dataset of {self._peer_reader.dataset_size} "
+                    f"items; this dataset has {dataset_size}")
+            return  # planned once, for the whole run, at the first binding
         if self._core is None and self._sharing is not None:
             def open_owner():
                 self._open(dataset_size)
@@ -198,6 +242,12 @@ class Store:
                 f"items; this dataset has {dataset_size}")
         if sampler is not None:
             sampler.attach_store(self)
+
+    @property
+    def shared(self):
+        """The ``shared=`` this Store was made with: None, "local" or "cluster"."""
+        return "cluster" if self._cluster is not None else \
+            "local" if self._sharing is not None else None
 
     @property
     def local_layout(self):
@@ -229,7 +279,11 @@ class Store:
         position (NO_POSITION when unknown), which counts it as read there."""
         core = self._require_open()
         position = check_position("position", position)
-        result = core.get(position, check_index("index", index, core.dataset_size()))
+        index = check_index("index", index, self._items(core))
+        if self._peer_reader is not None:  # a cluster store: see opt4store/cluster.py
+            index = int(self._peer_reader.store_ids((position,), (index,))[0])
+            self._peer_reader.await_arrivals((index,))
+        result = core.get(position, index)
         if position != NO_POSITION and position > self._read_to:
             self._read_to = position
         if result is None or type(result) is torch.Tensor:
@@ -241,6 +295,9 @@ class Store:
         values, None for a miss."""
         core = self._require_open()
         positions, indices = _paired(core, positions, indices)
+        if self._peer_reader is not None:
+            indices = self._peer_reader.store_ids(positions, indices)
+            self._peer_reader.await_arrivals(indices)
         results = core.get_batch(positions, indices)
         planned = positions[positions != NO_POSITION]
         if len(planned):
@@ -267,8 +324,16 @@ class Store:
         leaves = list(leaves)
         if len(offsets) != len(leaves) or not all(isinstance(t, torch.Tensor) for t in leaves):
             raise InvalidTypeError("leaves: expected one tensor per offset")
+        if self._peer_reader is not None:
+            indices = self._peer_reader.store_ids(positions, indices)
+            self._peer_reader.await_arrivals(indices)
         return core.read_into(positions, indices, rows, meta,
                               check_int("payload_bytes", payload_bytes), offsets, leaves)
+
+    def _items(self, core):
+        """The dataset's size (a cluster store holds more ids: its arrivals')."""
+        reader = self._peer_reader
+        return reader.dataset_size if reader is not None else core.dataset_size()
 
     def warn_once(self, kind, message):
         """Issues ``message`` as a RuntimeWarning the first time any process
@@ -301,6 +366,8 @@ class Store:
         them."""
         core = self._require_open()
         positions, indices = _paired(core, positions, indices)
+        if self._peer_reader is not None:
+            indices = self._peer_reader.store_ids(positions, indices)
         for position, index in zip(positions.tolist(), indices.tolist()):
             core.mark_consumed(position, index)
 
@@ -325,7 +392,9 @@ class Store:
         """Stores ``value`` for ``index`` (loaded for plan ``position``)."""
         core = self._require_open()
         position = check_position("position", position)
-        index = check_index("index", index, core.dataset_size())
+        index = check_index("index", index, self._items(core))
+        if self._peer_reader is not None:
+            index = int(self._peer_reader.store_ids((position,), (index,))[0])
         if isinstance(value, torch.Tensor) and value.dtype in _values.TORCH_DTYPE_NAMES:
             core.put_tensor(position, index, value)
             return
@@ -361,8 +430,13 @@ class Store:
         of the one stats table (README, "Stats"). Zeros before the store
         opens."""
         if self._core is None or self._core.closed:
-            return _core.zero_stats()
-        return self._core.stats()
+            stats = _core.zero_stats()
+        else:
+            stats = self._core.stats()
+        if self._cluster is not None or self._peer_reader is not None:
+            stats.update(self._peer_reader.state.stats() if self._peer_reader is not None
+                         else {name: 0 for name in PEER_STATS})
+        return stats
 
     def flush(self):
         """Makes every earlier write durable and saves the cursor."""
@@ -371,10 +445,14 @@ class Store:
 
     def close(self):
         """Flushes, saves the cursor and releases the store. Idempotent."""
+        if self._cluster is not None and self._core is not None and not self._core.closed:
+            self._cluster.close()  # serves the peers until they are done
         if self._sharing is not None:
             self._sharing.unpublish()
         if self._core is not None:
             self._core.close()
+        if self._cluster is not None:
+            self._cluster.remove_state()
 
     def __enter__(self):
         return self
@@ -386,13 +464,16 @@ class Store:
 
     def __getstate__(self):
         core = self._require_open()
-        return {"path": self.path, "options": self._options, "handle": core.handle()}
+        return {"path": self.path, "options": self._options, "handle": core.handle(),
+                "peer_reader": self._peer_reader}
 
     def __setstate__(self, state):
         self.path = state["path"]
         self._options = state["options"]
         self._handle = state["handle"]
         self._sharing = None
+        self._cluster = None
+        self._peer_reader = state.get("peer_reader")
         self._read_to = -1
         self._core = _core.Store.attach(self._handle)
 

@@ -1,0 +1,549 @@
+"""Many hosts, one cache: ``Store(path, ..., shared="cluster")`` (issue 16).
+
+The same call on every rank of a torch.distributed job. The local ranks of
+a host share one store as with ``shared="local"`` (local rank 0 owns it);
+the hosts' stores act as one cache:
+
+- Item x's home is host x % hosts. Every host records every rank's order
+  (from the DistributedSampler's seed) and plans its store with the host
+  plan of opt4store/_cluster_plan.py: its own reads, the reads of its home
+  items by other hosts (served a window ahead), and the arrivals of the
+  items it reads whose home is elsewhere. The store's OPT over the host's
+  budget then keeps the home items it serves and reads soonest, and each
+  arrival until its read.
+- Each host's owner runs a peer server (a thread per other host: it reads
+  the requested home items from its store at their serve positions, loads a
+  miss from its own dataset and Puts it, and sends the bytes) and a peer
+  prefetcher (a thread that walks the host's arrivals a window ahead of the
+  readers' frontier, asks each home host for a batch, and Puts the replies
+  into the local store). Readers (the owner, DataLoader workers forked or
+  spawned, other local ranks) wait for an arrival, then read it as a RAM hit.
+- Transport: torch.distributed send/recv of int64 headers and uint8 bytes on
+  a gloo group of its own (dist.new_group), so training's collectives are
+  not disturbed. The bytes are the store's encoded values: bit-exact.
+- A peer that fails (its connection closes) or does not answer within
+  ``peer_timeout`` seconds is gone: a warning names it, its items are
+  loaded from the source, and the positions it would have asked for are
+  passed; the epoch finishes with every value right.
+
+An arrival and its read carry an id of their own in the host's store
+(opt4store/_cluster_plan.py): readers turn a read's (position, index) into
+it (ClusterReader.store_ids). What the host's processes share lives in a
+small file in /dev/shm (the state): the peer counters, a flag per lost
+host, and per arrival whether it came, so that any reader knows when to
+stop waiting.
+"""
+
+import atexit
+import hashlib
+import os
+import queue
+import tempfile
+import threading
+import time
+import warnings
+from datetime import timedelta
+
+import numpy as np
+import torch
+
+from . import _core, _values
+from ._cluster_plan import HostPlan, rank_orders
+from ._errors import InvalidArgumentError
+
+_REQUEST, _BYE, _REPLY = 1, 2, 3
+_TAG_REQUEST, _TAG_REPLY = 71, 72
+PEER_STATS = ("peer_hits", "peer_bytes_in", "peer_bytes_out")
+_WANTED = len(PEER_STATS)  # the state's word after the counters
+_NO_POSITION = _core.NO_POSITION
+
+
+def _state_path(handle):
+    key = hashlib.sha1(handle.encode()).hexdigest()[:16]
+    folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) \
+        else tempfile.gettempdir()
+    return os.path.join(folder, f"opt4store-{os.getuid()}-cluster-{key}.state")
+
+
+class ClusterState:
+    """The host's shared state (see the module's docstring): int64 words,
+    the counters, then a gone flag per host, then per arrival 0 (not yet),
+    1 (in the store) or 2 (it will not come: load it from the source)."""
+
+    def __init__(self, path, hosts, arrivals, create=False):
+        self.path, self.hosts, self.arrivals = path, hosts, arrivals
+        words = len(PEER_STATS) + 1 + hosts + arrivals
+        if create:
+            initial = np.zeros(words, np.int64)
+            temporary = f"{path}.{os.getpid()}.tmp"
+            initial.tofile(temporary)
+            os.replace(temporary, path)
+        self.words = np.memmap(path, dtype=np.int64, mode="r+", shape=(words,))
+        self.counters = self.words[:len(PEER_STATS)]
+        # the highest read position a reader waits for an arrival at
+        self.wanted = self.words[_WANTED:_WANTED + 1]
+        self.gone = self.words[_WANTED + 1:_WANTED + 1 + hosts]
+        self.arrived = self.words[_WANTED + 1 + hosts:]
+
+    def stats(self):
+        return {name: int(self.counters[k]) for k, name in enumerate(PEER_STATS)}
+
+    def remove(self):
+        try:
+            os.remove(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class ClusterReader:
+    """What every process of a host needs to read a cluster store: the ids
+    its reads have in the store, and how to wait for an arrival. Picklable
+    (a spawned DataLoader worker reopens the state by its path)."""
+
+    def __init__(self, state_path, host, hosts, dataset_size, arrivals, peer_timeout):
+        self.state_path, self.host, self.hosts = state_path, host, hosts
+        self.dataset_size, self.peer_timeout = dataset_size, peer_timeout
+        # Per arrival: the position of its read, its item and the item's home.
+        self.arrival_reads = np.asarray(arrivals[1], dtype=np.uint64)
+        self.arrival_items = np.asarray(arrivals[2], dtype=np.int64)
+        self.arrival_homes = np.asarray(arrivals[3], dtype=np.int32)
+        self.state = ClusterState(state_path, hosts, len(self.arrival_reads))
+        self.late = 0  # arrivals this process gave up waiting for
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "state"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.state = ClusterState(self.state_path, self.hosts, len(self.arrival_reads))
+
+    def store_ids(self, positions, indices):
+        """The store's ids of the reads (positions[i], indices[i]): an own
+        read of another host's item at its planned position reads its
+        arrival's id; any other read (another position, or an index the plan
+        did not predict there) the item's. An int64 array."""
+        positions = np.asarray(positions, dtype=np.uint64).reshape(-1)
+        ids = np.array(indices, dtype=np.int64).reshape(-1)
+        reads = self.arrival_reads
+        if len(reads):
+            k = np.minimum(np.searchsorted(reads, positions), len(reads) - 1)
+            mine = (reads[k] == positions) & (self.arrival_items[k] == ids)
+            ids[mine] = self.dataset_size + k[mine]
+        return ids
+
+    def await_arrivals(self, ids):
+        """Waits until each arrival among the store `ids` has come (or will
+        not: its home is gone, or it was refused); a Get then finds it, or
+        the reader loads it from the source."""
+        arrived, gone = self.state.arrived, self.state.gone
+        waited = [i - self.dataset_size for i in np.asarray(ids).tolist()
+                  if i >= self.dataset_size]
+        if waited:  # tell the prefetcher how far readers are (a batch, workers ahead)
+            last = int(self.arrival_reads[max(waited)])
+            if last > self.state.wanted[0]:
+                self.state.wanted[0] = last
+        deadline = None
+        for store_id in np.asarray(ids).tolist():
+            k = store_id - self.dataset_size
+            if k < 0:
+                continue
+            pause = 0.0002
+            while arrived[k] == 0 and not gone[self.home_of_arrival(k)]:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.peer_timeout
+                if now > deadline:
+                    self.late += 1
+                    if self.late == 1:
+                        warnings.warn(
+                            f"opt4store: an item from cluster host {self.home_of_arrival(k)} "
+                            f"did not arrive within {self.peer_timeout:.0f} s; loading it "
+                            "from the source", RuntimeWarning, stacklevel=4)
+                    break
+                time.sleep(pause)
+                pause = min(pause * 2, 0.005)
+
+    def home_of_arrival(self, k):
+        return int(self.arrival_homes[k])
+
+
+def raw_value(value):
+    """(meta bytes, uint8 numpy payload) of a value as the store holds it:
+    a Get's result (a tensor, or (tag, meta, payload)) or a value loaded
+    from the dataset."""
+    if isinstance(value, tuple) and len(value) == 3 and isinstance(value[1], bytes) and \
+            isinstance(value[2], torch.Tensor):
+        return value[1], value[2].numpy()
+    if isinstance(value, torch.Tensor) and value.dtype in _values.TORCH_DTYPE_NAMES:
+        t = value.detach().cpu().resolve_conj().resolve_neg().contiguous()
+        meta = _core.encode_header(_values.TORCH_DTYPE_NAMES[t.dtype], list(t.shape),
+                                   _values.TAG_TENSOR, b"")
+        payload = t.reshape(-1).view(torch.uint8).numpy() if t.numel() \
+            else np.empty(0, np.uint8)
+        return meta, payload
+    meta, payload = _values.encode(value)
+    return meta, np.asarray(payload, dtype=np.uint8).reshape(-1)
+
+
+class ClusterPeer:
+    """The owner's peer server and prefetcher (see the module's docstring)."""
+
+    def __init__(self, store, core, plan, group, rank, local_world, state, source, peer_timeout,
+                 batch):
+        import torch.distributed as dist
+        self.dist, self.store, self.core, self.plan = dist, store, core, plan
+        self.group, self.rank, self.local_world = group, rank, local_world
+        self.state, self.source = state, source
+        self.peer_timeout, self.batch = peer_timeout, batch
+        self.host = plan.host
+        self.peers = [g * local_world for g in range(plan.hosts) if g != plan.host]
+        self.lost = {}  # host -> message
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._servers = [threading.Thread(target=self._serve, args=(peer,), daemon=True,
+                                          name=f"opt4store-peer-server-{peer}")
+                         for peer in self.peers]
+        # Replies come in on a thread per peer too: a gloo wait that times
+        # out breaks every connection of the group, so no wait has a
+        # timeout; the prefetcher waits on these queues instead.
+        # Requests go out on a thread per peer as well: a send to a stalled
+        # peer blocks (gloo waits for its matching receive).
+        self._replies = {peer: queue.Queue() for peer in self.peers}
+        self._requests = {peer: queue.Queue() for peer in self.peers}
+        self._receivers = [threading.Thread(target=self._receive_replies, args=(peer,),
+                                            daemon=True, name=f"opt4store-peer-replies-{peer}")
+                           for peer in self.peers]
+        self._senders = [threading.Thread(target=self._send_requests, args=(peer,),
+                                          daemon=True, name=f"opt4store-peer-requests-{peer}")
+                         for peer in self.peers]
+        self._prefetcher = threading.Thread(target=self._prefetch, daemon=True,
+                                            name="opt4store-peer-prefetcher")
+        self.errors = []
+        self._closed = False
+        self._frontier, self._moved_at = None, time.monotonic()  # for _watch
+
+    def start(self):
+        for t in self._servers + self._receivers + self._senders:
+            t.start()
+        self._prefetcher.start()
+
+    # ---- losing a peer
+
+    def lose(self, host, error):
+        """Host `host` is gone: flag it for every reader, warn once, and pass
+        the positions at which this host would have served it."""
+        with self._lock:
+            if host in self.lost:
+                return
+            message = (f"opt4store: cluster peer host {host} (rank {host * self.local_world}) "
+                       f"is lost: {error}; its items are loaded from the source from now on")
+            self.lost[host] = message
+            self.state.gone[host] = 1
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        ranks = range(host * self.local_world, (host + 1) * self.local_world)
+        positions = self.plan.serve_position[list(ranks)].reshape(-1)
+        frontier = self.core.reading_from()
+        positions = positions[(positions >= 0) & ((frontier == _NO_POSITION) |
+                                                  (positions >= frontier))]
+        for position in positions.tolist():
+            self.core.mark_consumed(position, int(self.plan.store_ids[position]))
+
+    # ---- the server: one thread per peer
+
+    def _serve(self, peer):
+        dist, group = self.dist, self.group
+        header = torch.zeros(4, dtype=torch.int64)
+        try:
+            while True:
+                dist.recv(header, src=peer, group=group, tag=_TAG_REQUEST)
+                kind, count = int(header[0]), int(header[1])
+                if kind == _BYE:  # answered in kind: the peer's reply thread ends
+                    dist.send(torch.tensor([_BYE, 0, 0, 0], dtype=torch.int64), dst=peer,
+                              group=group, tag=_TAG_REPLY)
+                    return
+                body = torch.empty((count, 2), dtype=torch.int64)
+                dist.recv(body, src=peer, group=group, tag=_TAG_REQUEST)
+                self._answer(peer, body.numpy())
+        except Exception as e:  # the connection to the peer broke
+            if not self._stop.is_set() or peer // self.local_world not in self.lost:
+                self.lose(peer // self.local_world, f"{type(e).__name__}: {e}")
+
+    def _answer(self, peer, requests):
+        metas, payloads, table = [], [], np.zeros((len(requests), 3), np.int64)
+        for k, (rank, read) in enumerate(requests.tolist()):
+            position = int(self.plan.serve_position[rank, read])
+            index = int(self.plan.ids[position]) if position >= 0 else -1
+            try:
+                if position < 0:
+                    raise InvalidArgumentError(f"rank {rank}'s read {read} is not served here")
+                value = self.core.get(position, index)
+                if value is None:
+                    value = self.source[index]
+                    self.store.put(position, index, value)
+                meta, payload = raw_value(value)
+            except Exception as e:  # the requester loads it itself
+                self.errors.append(f"{type(e).__name__}: {e}")
+                table[k, 0] = 1
+                continue
+            metas.append(meta)
+            payloads.append(payload)
+            table[k, 1:] = (len(meta), len(payload))
+        # meta then payload, item after item, as the table lists them
+        parts = [part for meta, payload in zip(metas, payloads)
+                 for part in (np.frombuffer(meta, np.uint8), payload)]
+        blob = np.concatenate(parts) if parts else np.empty(0, np.uint8)
+        header = torch.tensor([_REPLY, len(requests), len(blob), 0], dtype=torch.int64)
+        self.dist.send(header, dst=peer, group=self.group, tag=_TAG_REPLY)
+        self.dist.send(torch.from_numpy(table), dst=peer, group=self.group, tag=_TAG_REPLY)
+        if len(blob):
+            self.dist.send(torch.from_numpy(blob), dst=peer, group=self.group, tag=_TAG_REPLY)
+        self.state.counters[2] += len(blob)
+
+    # ---- the prefetcher
+
+    def _prefetch(self):
+        try:
+            self._prefetch_all()
+            while not self._stop.wait(0.05):
+                self._watch()
+        except Exception as e:  # pragma: no cover - reported at close
+            self.errors.append(f"prefetcher: {type(e).__name__}: {e}")
+        finally:
+            for peer in self.peers:
+                self._requests[peer].put(None)  # goodbye
+
+    def _prefetch_all(self):
+        at, reads_at, ids, homes, ranks, reads = self.plan.arrivals
+        # Up to a window past the frontier, or past the furthest read a
+        # reader waits for (a batch holds its positions until all of it is
+        # read; workers read batches ahead): with arrivals a window before
+        # their reads, about two windows of them are held past the readers
+        # (the room the store was given), and no two hosts wait on each other.
+        gate = self.plan.steps_span(self.plan.window)
+        k, n = 0, len(at)
+        while k < n and not self._stop.is_set():
+            frontier = self.core.reading_from()
+            base = max(0 if frontier == _NO_POSITION else frontier, int(self.state.wanted[0]))
+            limit = base + gate
+            end = k
+            while end < n and end - k < self.batch and at[end] <= limit:
+                end += 1
+            if end == k:
+                self._watch()
+                time.sleep(0.0005)
+                continue
+            chunk = np.arange(k, end)
+            asked = []
+            for home in np.unique(homes[chunk]).tolist():
+                mine = chunk[homes[chunk] == home]
+                if self.state.gone[home] or not self._ask(home, ranks[mine], reads[mine]):
+                    self._give_up(mine)
+                    continue
+                asked.append((home, mine))
+            for home, mine in asked:
+                self._receive(home, mine)
+            k = end
+
+    def _watch(self):
+        """A peer that stalls (alive, but asking for nothing) holds this
+        store's frontier at a position it would be served at: past
+        peer_timeout it is lost, and the frontier moves on."""
+        frontier, now = self.core.reading_from(), time.monotonic()
+        if frontier != self._frontier:
+            self._frontier, self._moved_at = frontier, now
+            return
+        if now - self._moved_at <= self.peer_timeout or frontier == _NO_POSITION or \
+                frontier >= len(self.plan):
+            return
+        rank = int(self.plan.serve_rank[frontier])
+        if rank >= 0 and not self.state.gone[rank // self.local_world]:
+            self.lose(rank // self.local_world,
+                      f"it asked for nothing for {self.peer_timeout:g} s (peer_timeout): stalled")
+        self._moved_at = now
+
+    def _ask(self, home, ranks, reads):
+        peer = home * self.local_world
+        self._requests[peer].put(np.stack([ranks, reads], axis=1).astype(np.int64))
+        return True
+
+    def _send_requests(self, peer):
+        """Sends the requests queued for `peer`, then its goodbye (None)."""
+        requests = self._requests[peer]
+        while True:
+            body = requests.get()
+            if peer // self.local_world in self.lost:
+                return
+            try:
+                if body is None:
+                    self.dist.send(torch.tensor([_BYE, 0, 0, 0], dtype=torch.int64), dst=peer,
+                                   group=self.group, tag=_TAG_REQUEST)
+                    return
+                self.dist.send(torch.tensor([_REQUEST, len(body), 0, 0], dtype=torch.int64),
+                               dst=peer, group=self.group, tag=_TAG_REQUEST)
+                self.dist.send(torch.from_numpy(body), dst=peer, group=self.group,
+                               tag=_TAG_REQUEST)
+            except Exception as e:
+                self._replies[peer].put(e)
+                return
+
+    def _receive_replies(self, peer):
+        """Receives `peer`'s replies, in order, into its queue (an exception
+        when the connection breaks), until its goodbye."""
+        dist, group, replies = self.dist, self.group, self._replies[peer]
+        try:
+            while True:
+                header = torch.zeros(4, dtype=torch.int64)
+                dist.recv(header, src=peer, group=group, tag=_TAG_REPLY)
+                if int(header[0]) == _BYE:
+                    return
+                table = torch.zeros((int(header[1]), 3), dtype=torch.int64)
+                dist.recv(table, src=peer, group=group, tag=_TAG_REPLY)
+                blob = torch.empty(int(header[2]), dtype=torch.uint8)
+                if len(blob):
+                    dist.recv(blob, src=peer, group=group, tag=_TAG_REPLY)
+                replies.put((table.numpy(), blob.numpy()))
+        except Exception as e:
+            replies.put(e)
+
+    def _receive(self, home, mine):
+        at, first = self.plan.arrivals[0], self.plan.dataset_size
+        peer = home * self.local_world
+        try:
+            reply = self._replies[peer].get(timeout=self.peer_timeout)
+        except queue.Empty:
+            reply = f"no reply within peer_timeout={self.peer_timeout:g} s: stalled"
+        if not isinstance(reply, tuple):
+            if isinstance(reply, Exception):
+                reply = f"{type(reply).__name__}: {reply}"
+            self.lose(home, reply)
+            self._give_up(mine)
+            return
+        table, blob = reply
+        offset = 0
+        for k, j in enumerate(mine.tolist()):
+            position, store_id = int(at[j]), first + j
+            failed, meta_len, payload_len = table[k].tolist()
+            if not failed:
+                meta = blob[offset:offset + meta_len].tobytes()
+                payload = blob[offset + meta_len:offset + meta_len + payload_len]
+                offset += meta_len + payload_len
+                try:
+                    self.core.put_encoded(position, store_id, meta, payload)
+                except Exception as e:
+                    self.errors.append(f"{type(e).__name__}: {e}")
+                self.state.counters[1] += meta_len + payload_len
+            self.core.mark_consumed(position, store_id)
+            held = not failed and int(self.core.locate(np.array([store_id]))[0]) != 0
+            self.state.counters[0] += int(held)
+            self.state.arrived[j] = 1 if held else 2
+
+    def _give_up(self, mine):
+        at, first = self.plan.arrivals[0], self.plan.dataset_size
+        for j in mine.tolist():
+            self.core.mark_consumed(int(at[j]), first + j)
+            self.state.arrived[j] = 2
+
+    # ---- closing
+
+    def _lost_ranks(self):
+        return {str(host * self.local_world) for host in self.lost}
+
+    def close(self):
+        """Stops asking, says goodbye to the peers, and serves them until each
+        has said goodbye too (or is lost), at most peer_timeout seconds.
+        Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        self._prefetcher.join()
+        deadline = time.monotonic() + self.peer_timeout
+        for t in self._senders + self._servers + self._receivers:
+            if t.name.rsplit("-", 1)[1] not in self._lost_ranks():
+                t.join(max(0.0, deadline - time.monotonic()))
+        waiting = [t.name for t in self._servers + self._receivers
+                   if t.is_alive() and t.name.rsplit("-", 1)[1] not in self._lost_ranks()]
+        if waiting:
+            warnings.warn(f"opt4store: closing while cluster peers still read ({waiting})",
+                          RuntimeWarning, stacklevel=3)
+
+
+class ClusterSharing:
+    """How a Store with ``shared="cluster"`` binds (Store.bind calls
+    connect): every rank records every rank's order and computes its host's
+    plan; local rank 0 opens and plans the store (through LocalSharing, as
+    shared="local"), and runs the peer threads."""
+
+    def __init__(self, local, window, peer_timeout, batch):
+        self.local = local
+        self.window, self.peer_timeout, self.batch = window, peer_timeout, batch
+        self.reader = None
+        self.peer = None
+        self.plan = None
+
+    def connect(self, store, open_core, dataset_size, sampler, source):
+        """Binds `store` (Store.bind calls it): open_core(extra_ram_items)
+        opens the owner's core. Returns (core, owner)."""
+        from .distributed import _process_group
+        dist = _process_group()
+        if dist is None:
+            raise InvalidArgumentError("shared='cluster' needs an initialized torch.distributed "
+                                       "process group (the same call on every rank)")
+        if sampler is None or getattr(sampler.sampler, "num_replicas", None) is None:
+            raise InvalidArgumentError("shared='cluster' needs a PlannedSampler over a "
+                                       "DistributedSampler, to know every rank's order")
+        if source is None:
+            raise InvalidArgumentError("shared='cluster' needs the dataset (bind through "
+                                       "CachedDataset): the home host loads what it serves")
+        local_rank, local_world = self.local.layout()
+        world, rank = dist.get_world_size(), dist.get_rank()
+        if world % local_world or sampler.sampler.num_replicas != world or \
+                sampler.sampler.rank != rank:
+            raise InvalidArgumentError(
+                f"shared='cluster': the DistributedSampler's rank {sampler.sampler.rank} of "
+                f"{sampler.sampler.num_replicas} is not this process's rank {rank} of {world} "
+                f"(hosts of {local_world} local ranks)")
+        hosts, host = world // local_world, rank // local_world
+        # Every rank joins the group, in the same order; only owners use it.
+        # No timeout of its own: a server waits for requests as long as the
+        # run lasts; peer_timeout bounds the waits for replies (_recv) and
+        # the silence of a peer (_watch).
+        group = dist.new_group(backend="gloo", timeout=timedelta(days=7))  # < 2**31 ms
+        orders = rank_orders(sampler.sampler, world, sampler.epochs, sampler.epoch_length)
+        self.plan = plan = HostPlan(orders, host, hosts, local_world, self.window, dataset_size)
+        state_box = {}
+
+        def open_owner():
+            # Room for the arrivals in flight (up to two windows ahead) on
+            # top of a budget in items; a byte budget keeps them in staging.
+            core = open_core(2 * self.window * local_world, plan.store_size)
+            core.set_plan([plan.store_ids], len(plan), 0, 0, 0)
+            path = _state_path(core.handle())
+            state_box["state"] = ClusterState(path, hosts, len(plan.arrivals[0]), create=True)
+            return core
+
+        core, owner = self.local.connect(open_owner, plan.store_size, sampler.check_shareable)
+        self.reader = ClusterReader(_state_path(core.handle()), host, hosts, dataset_size,
+                                    plan.arrivals, self.peer_timeout)
+        sampler.use_positions(plan.own_positions[local_rank])
+        if owner:
+            self.peer = ClusterPeer(store, core, plan, group, rank, local_world,
+                                    state_box["state"], source, self.peer_timeout, self.batch)
+            self.peer.start()
+            # A process that exits without Store.close() still says goodbye
+            # and serves its peers until they are done: a peer thread left
+            # blocked in a receive would abort the interpreter's exit.
+            atexit.register(self.peer.close)
+        return core, owner
+
+    def stats(self):
+        return self.reader.state.stats() if self.reader is not None else \
+            {name: 0 for name in PEER_STATS}
+
+    def close(self):
+        if self.peer is not None:
+            self.peer.close()
+
+    def remove_state(self):
+        if self.peer is not None:
+            self.peer.state.remove()

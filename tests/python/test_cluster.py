@@ -1,0 +1,266 @@
+"""Many hosts, one cache: Store(..., shared="cluster") (issue 16).
+
+Four processes stand for four hosts (local_rank=0, local_world_size=1 each;
+or for two hosts of two local ranks),
+spawned by torch.multiprocessing, under gloo on 127.0.0.1 with a file://
+rendezvous in tmp_path. Each reads 3 epochs of a shuffling
+DistributedSampler through a CachedDataset over its host's store, with an
+all_reduce per batch to keep the hosts in lockstep as DDP does. Checked:
+every sample against the deterministic source, and the source loads of the
+whole cluster (a dataset that counts its calls in a shared file) against
+per-host shared="local" stores and an offline OPT of each host's home items.
+"""
+
+import json
+import os
+import signal
+import sys
+import traceback
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+import torch.utils.data
+
+import opt4store
+from opt4store._cluster_plan import HostPlan, rank_orders
+from o4s_testlib import CallCounter, UniformDataset, belady_hits, uniform_item
+
+try:
+    import torch.distributed as dist
+    _GLOO = dist.is_available() and dist.is_gloo_available()
+except ImportError:  # pragma: no cover
+    _GLOO = False
+
+pytestmark = pytest.mark.skipif(not _GLOO, reason="torch.distributed with gloo is not available")
+
+N = 256        # items; a multiple of the world size: DistributedSampler pads nothing
+NUMEL = 32     # float32 elements per item
+EPOCHS = 3
+BATCH = 8
+SEED = 5
+HOSTS = 4
+WINDOW = 4     # peer_window
+
+
+def _host_main(rank, cfg):
+    try:
+        _host(rank, cfg)
+    except BaseException:
+        # Said here and exited at once: an exception unwinding past the
+        # peer threads' blocked receives would abort at interpreter exit.
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def _host(rank, cfg):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + cfg["rendezvous"], rank=rank,
+                            world_size=HOSTS)
+    counter = CallCounter(cfg["counter"])
+    dataset = UniformDataset(N, NUMEL, counter=counter)
+    base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=rank,
+                                               shuffle=True, seed=SEED)
+    sampler = opt4store.PlannedSampler(base, epochs=EPOCHS)
+    local_world = cfg.get("local_world", 1)
+    store = opt4store.Store(None, ram_items=cfg["ram_items"], disk=0, shared=cfg["shared"],
+                            local_rank=rank % local_world, local_world_size=local_world,
+                            peer_window=WINDOW,
+                            peer_timeout=cfg.get("peer_timeout", 30.0))
+    caught = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = opt4store.CachedDataset(dataset, store, sampler)
+        context = cfg["context"]
+        loader = torch.utils.data.DataLoader(
+            ds, sampler=sampler, batch_size=BATCH, num_workers=cfg["workers"],
+            multiprocessing_context=context, persistent_workers=context == "spawn")
+        length = sampler.epoch_length
+        wrong, seen = 0, 0
+        for epoch in range(EPOCHS):
+            for b, batch in enumerate(loader):
+                first = epoch * length + b * BATCH
+                ids = sampler.plan[first:first + len(batch)]
+                expected = torch.stack([uniform_item(i, NUMEL) for i in ids])
+                wrong += sum(not torch.equal(g, e) for g, e in zip(batch, expected))
+                seen += len(batch)
+                if rank == cfg.get("kill_rank") and epoch == 1 and b == 3:
+                    if cfg.get("stall"):  # alive, but silent: stopped
+                        os.kill(os.getpid(), signal.SIGSTOP)
+                    os._exit(0)  # a host lost mid-epoch: no goodbye, no close
+                if cfg.get("kill_rank") is None:
+                    dist.all_reduce(torch.zeros(1))  # lockstep, as DDP's gradients make it
+        stats = store.stats()
+        if local_world > 1:  # a host's readers close before its owner
+            dist.barrier()
+            if not store.is_owner:
+                store.close()
+            dist.barrier()
+        store.close()
+    result = {"rank": rank, "wrong": int(wrong), "seen": seen,
+              "warnings": [str(w.message) for w in caught],
+              "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, bool))}}
+    with open(cfg["results"] + f".{rank}", "w") as f:
+        json.dump(result, f)
+    if cfg.get("kill_rank") is None:
+        dist.barrier()
+    dist.destroy_process_group()
+
+
+def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill_rank=None,
+         local_world=1, stall=False, peer_timeout=20.0, timeout=120):
+    cfg = {"rendezvous": str(tmp_path / "rendezvous"), "counter": str(tmp_path / "calls"),
+           "ram_items": ram_items, "shared": shared, "workers": workers, "context": context,
+           "kill_rank": kill_rank, "results": str(tmp_path / "result"), "peer_timeout": peer_timeout,
+           "local_world": local_world, "stall": stall}
+    os.makedirs(tmp_path, exist_ok=True)
+    CallCounter(cfg["counter"])
+    ctx = mp.start_processes(_host_main, args=(cfg,), nprocs=HOSTS, join=False,
+                             start_method="spawn")
+    for rank, p in enumerate(ctx.processes):
+        if rank != kill_rank:
+            p.join(timeout)
+    alive = [p.pid for r, p in enumerate(ctx.processes) if p.is_alive() and r != kill_rank]
+    for p in ctx.processes:
+        if p.is_alive():
+            p.kill()
+    assert not alive, f"hosts still running after {timeout} s: {alive}"
+    results = {}
+    for rank in range(HOSTS):
+        path = cfg["results"] + f".{rank}"
+        if os.path.exists(path):
+            with open(path) as f:
+                results[rank] = json.load(f)
+        else:
+            assert rank == kill_rank, f"host {rank} wrote no result (exit code " \
+                f"{ctx.processes[rank].exitcode})"
+    return results, CallCounter(cfg["counter"]).count
+
+
+def _orders():
+    dataset = list(range(N))
+    base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=0,
+                                               shuffle=True, seed=SEED)
+    return rank_orders(base, HOSTS, EPOCHS, N // HOSTS)
+
+
+def cluster_opt_loads(ram_items):
+    """Source loads of an offline OPT over each host's store plan (store
+    ids, with the room the store adds for arrivals in flight), as the
+    cluster store should have them: every miss but the arrivals' (each
+    arrival is a first read of its own id, held to its read with that room)."""
+    orders = _orders()
+    loads = 0
+    for host in range(HOSTS):
+        plan = HostPlan(orders, host, HOSTS, 1, WINDOW, N)
+        hits = belady_hits(plan.store_ids.tolist(), ram_items + 2 * WINDOW)
+        loads += len(plan) - hits - len(plan.arrivals[0])
+    return loads
+
+
+def arrivals_in_all_hosts(local_world=1):
+    orders, hosts = _orders(), HOSTS // local_world
+    return sum(len(HostPlan(orders, h, hosts, local_world, WINDOW, N).arrivals[0])
+               for h in range(hosts))
+
+
+def _check_values(results):
+    for rank, r in results.items():
+        assert r["wrong"] == 0, f"host {rank} read {r['wrong']} wrong values"
+
+
+# ---------------------------------------------------------------- the plan alone
+
+
+def test_host_plan_lists_every_read_once_in_lockstep_order():
+    orders = _orders()
+    reads = orders.shape[1]
+    served = np.zeros((HOSTS, reads), int)
+    for host in range(HOSTS):
+        plan = HostPlan(orders, host, HOSTS, 1, WINDOW, N)
+        own = plan.own_positions[0]
+        assert np.all(np.diff(own) > 0)
+        assert np.array_equal(plan.ids[own], orders[host])
+        at, read_at, ids, homes, ranks, read = plan.arrivals
+        assert np.all(homes != host) and np.all(ranks == host)
+        assert np.array_equal(ids, orders[host, read])
+        assert np.all(at < read_at) and np.array_equal(read_at, own[read])
+        assert np.all(np.diff(read_at) > 0)  # readers look their store id up by position
+        fresh = N + np.arange(len(at))
+        assert np.array_equal(plan.store_ids[at], fresh)
+        assert np.array_equal(plan.store_ids[read_at], fresh)
+        assert plan.store_size == N + len(at)
+        mask = plan.serve_position >= 0
+        assert np.all(orders[mask] % HOSTS == host)
+        assert np.array_equal(plan.ids[plan.serve_position[mask]], orders[mask])
+        served += mask
+    # every read of an item homed elsewhere is served by its home, once
+    homes = orders % HOSTS
+    assert np.array_equal(served, (homes != np.arange(HOSTS)[:, None]).astype(int))
+
+
+# ---------------------------------------------------------------- four hosts
+
+
+def test_four_hosts_at_25_percent_decode_each_item_once(tmp_path):
+    results, loads = _run(tmp_path / "cluster", ram_items=N // 4, workers=2, context="fork")
+    _check_values(results)
+    assert all(r["seen"] == EPOCHS * N // HOSTS for r in results.values())
+    assert loads == N, f"the cluster loaded {loads} samples from the source, not {N}"
+    # every read of another host's item was served by a peer's bytes
+    assert sum(r["stats"]["peer_hits"] for r in results.values()) == arrivals_in_all_hosts()
+    bytes_in = sum(r["stats"]["peer_bytes_in"] for r in results.values())
+    assert bytes_in == sum(r["stats"]["peer_bytes_out"] for r in results.values()) > 0
+    baseline, local_loads = _run(tmp_path / "local", ram_items=N // 4, shared="local")
+    _check_values(baseline)
+    print(f"source loads: cluster {loads} ({loads / N:.2f} N), "
+          f"per-host stores {local_loads} ({local_loads / N:.2f} N)")
+    assert local_loads >= 2 * N
+
+
+def test_four_hosts_at_12_5_percent_match_offline_opt(tmp_path):
+    results, loads = _run(tmp_path, ram_items=N // 8, workers=2, context="spawn")
+    _check_values(results)
+    expected = cluster_opt_loads(N // 8)
+    union = N * EPOCHS - belady_hits(_orders().T.reshape(-1).tolist(), HOSTS * N // 8)
+    print(f"source loads: cluster {loads}, offline OPT of the host plans {expected}, "
+          f"OPT over the union budget {union}")
+    assert abs(loads - expected) <= max(2, 0.02 * expected)
+
+
+def test_a_host_killed_mid_epoch_leaves_the_others_right(tmp_path):
+    results, loads = _run(tmp_path, ram_items=N // 4, kill_rank=3)
+    assert sorted(results) == [0, 1, 2]
+    _check_values(results)
+    for rank, r in results.items():
+        assert r["seen"] == EPOCHS * N // HOSTS
+        lost = [w for w in r["warnings"] if "cluster peer host 3" in w]
+        assert lost, f"host {rank} did not name the lost host: {r['warnings']}"
+
+
+def test_a_stalled_host_is_lost_after_peer_timeout(tmp_path):
+    results, loads = _run(tmp_path, ram_items=N // 4, kill_rank=3, stall=True, peer_timeout=3.0)
+    assert sorted(results) == [0, 1, 2]
+    _check_values(results)
+    for rank, r in results.items():
+        assert r["seen"] == EPOCHS * N // HOSTS
+        lost = [w for w in r["warnings"] if "cluster peer host 3" in w]
+        assert lost, f"host {rank} did not name the stalled host: {r['warnings']}"
+        assert not [w for w in r["warnings"] if "cluster peer host" in w and "host 3" not in w]
+
+
+def test_two_hosts_of_two_local_ranks_share_one_store_each(tmp_path):
+    # four ranks, two hosts: local rank 1 reads through its owner's store,
+    # which holds half the dataset (+ room for arrivals) and serves the other host
+    results, loads = _run(tmp_path, ram_items=N // 2, local_world=2)
+    _check_values(results)
+    assert all(r["seen"] == EPOCHS * N // HOSTS for r in results.values())
+    assert loads == N, f"the cluster loaded {loads} samples from the source, not {N}"
+    # stats() on any rank gives the host's totals
+    for host in (0, 2):
+        assert results[host]["stats"]["peer_hits"] == results[host + 1]["stats"]["peer_hits"]
+    assert sum(results[h]["stats"]["peer_hits"] for h in (0, 2)) == arrivals_in_all_hosts(2)
