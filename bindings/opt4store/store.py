@@ -172,6 +172,9 @@ class Store:
         it again with the same size only (re)plans. A shared store opens in
         local rank 0, which plans it, and the other local ranks attach to it."""
         dataset_size = check_int("dataset_size", dataset_size, 1, MAX_UINT64)
+        if sampler is not None and not hasattr(sampler, "attach_store"):
+            raise InvalidTypeError(f"sampler: expected an opt4store.PlannedSampler or None, got "
+                                   f"{type(sampler).__name__}")
         if self._core is None and self._sharing is not None:
             def open_owner():
                 self._open(dataset_size)
@@ -274,6 +277,8 @@ class Store:
         """Issues ``message`` as a RuntimeWarning the first time any process
         of this store (owner, readers, DataLoader workers) asks with this
         ``kind``: once per store, not once per worker."""
+        check_str("kind", kind)
+        check_str("message", message, allow_empty=True)
         core = self._core
         if core is None or core.closed or core.first_warning(kind):
             warnings.warn(message, RuntimeWarning, stacklevel=3)
