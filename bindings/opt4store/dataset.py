@@ -49,7 +49,8 @@ class CachedDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, dataset, store, sampler=None, transform=None, spot_check=2):
-        if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+        if isinstance(dataset, (str, bytes, bytearray)) or not (
+                hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
             raise InvalidTypeError(f"dataset: expected a map-style Dataset (with __len__ and "
                                    f"__getitem__), got {type(dataset).__name__}")
         if not isinstance(store, Store):

@@ -212,6 +212,7 @@ class DataLoader:
         return len(self.batch_sampler)
 
     def set_epoch(self, epoch):
+        epoch = check_int("epoch", epoch)
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
 
@@ -230,6 +231,10 @@ class DataLoader:
         """The next iteration resumes at the first batch `state` had not yielded."""
         if not isinstance(self.sampler, PlannedSampler):
             raise InvalidArgumentError("load_state_dict() needs a PlannedSampler")
+        if not isinstance(state, dict) or "sampler" not in state:
+            raise InvalidArgumentError(
+                f"load_state_dict: expected the dict DataLoader.state_dict() returns, got "
+                f"{type(state).__name__}")
         self.sampler.load_state_dict(state["sampler"])
 
     # ---- iteration

@@ -96,7 +96,8 @@ class PlannedSampler(torch.utils.data.Sampler):
 
     def __init__(self, sampler, epochs):
         self.epochs = check_int("epochs", epochs, minimum=1)
-        if not isinstance(sampler, torch.utils.data.Sampler) and not (
+        if isinstance(sampler, (str, bytes, bytearray)) or not isinstance(
+                sampler, torch.utils.data.Sampler) and not (
                 hasattr(sampler, "__iter__") and hasattr(sampler, "__len__")):
             raise InvalidTypeError(
                 f"sampler: expected a torch Sampler (or an iterable with a length), got "

@@ -145,6 +145,7 @@ CASES = [
      "shm_free_bytes_for_testing"),
     # ---- CachedDataset(dataset, store, sampler, transform, spot_check)
     ("dataset-int", dataset(dataset=5), T, "dataset"),
+    ("dataset-str", dataset(dataset="abc"), T, "dataset"),
     ("dataset-store-str", dataset(store="x"), T, "store"),
     ("dataset-sampler-list", dataset(sampler=[1, 2]), T, "sampler"),
     ("dataset-transform-str", dataset(transform="flip"), T, "transform"),
@@ -198,6 +199,7 @@ CASES = [
     ("epochs-zero", lambda c: planned(epochs=0), E, "epochs"),
     ("epochs-huge", lambda c: planned(epochs=BIG), E, "epochs"),
     ("planned-sampler-int", lambda c: planned(sampler=5), T, "sampler"),
+    ("planned-sampler-str", lambda c: planned(sampler="abc"), T, "sampler"),
     ("set_epoch-str", on_sampler("set_epoch", "1"), T, "epoch"),
     ("set_epoch-float", on_sampler("set_epoch", 1.0), T, "epoch"),
     ("epoch_ids-str", on_sampler("epoch_ids", "0"), T, "epoch"),
@@ -225,6 +227,8 @@ CASES = [
     ("device-bad-str", loader(device="gpu!"), E, "device"),
     ("device-float", loader(device=1.5), T, "device"),
     ("loader-unknown-keyword", loader(bogus=1), TypeError, "bogus"),
+    ("loader-set_epoch-float", lambda c: opt4store.DataLoader(c.ds).set_epoch(1.5), T, "epoch"),
+    ("loader-set_epoch-negative", lambda c: opt4store.DataLoader(c.ds).set_epoch(-3), E, "epoch"),
     ("loader-dataset-plain", lambda c: opt4store.DataLoader(UniformDataset(N)), E, "CachedDataset"),
     # ---- to_device / DeviceLoader
     ("to_device-bad-device", lambda c: opt4store.to_device([], "nodevice"), E, "device"),
