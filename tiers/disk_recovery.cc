@@ -6,8 +6,30 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+
+#include <rocksdb/listener.h>
 
 namespace opt4store {
+
+namespace {
+
+// After a write meets a full disk, RocksDB would start its own recovery,
+// which waits for more free space than a write buffer (16 MiB here, per
+// open in the process: more than a small disk may ever have) and answers
+// Busy to Resume all the while: the index took no writes until a reopen. Without it, the
+// next write's ResumeIndex calls DB::Resume, which flushes the memtable and
+// starts a new WAL once there is room, and fails (NoSpace again) until then.
+class ManualNoSpaceRecovery : public rocksdb::EventListener {
+ public:
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason /*reason*/, rocksdb::Status bg_error,
+                            bool* auto_recovery) override {
+    if (bg_error.IsNoSpace()) *auto_recovery = false;
+    bg_error.PermitUncheckedError();
+  }
+};
+
+}  // namespace
 
 Status DiskTier::Impl::Open() {
   if (options_.budget_bytes == 0) return Status::InvalidArgument("budget_bytes must be > 0");
@@ -98,6 +120,7 @@ rocksdb::Options DiskTier::Impl::IndexOptions() const {
   // take a WAL's worth of blocks up front, the reserve's included).
   ro.avoid_flush_during_recovery = true;
   ro.allow_fallocate = false;
+  ro.listeners.push_back(std::make_shared<ManualNoSpaceRecovery>());
   return ro;
 }
 
