@@ -386,6 +386,59 @@ TEST_CASE("full disk: small values, where RocksDB's WAL meets the full disk firs
   REQUIRE(store->Close().ok());
 }
 
+// RocksDB's log meets the full disk for sure: the segment file is grown
+// beforehand (zeros past its end, as a file system that preallocated
+// would), so appends still fit and the index's WAL write is the one
+// refused. Once space is back, the same session writes again (DB::Resume
+// at the next write), and a reopen finds every acknowledged value.
+TEST_CASE("full disk: when the index's log is refused, writes resume without a reopen",
+          "[store][disk][nospace]") {
+  ScratchStore scratch;
+  SmallDisk disk(scratch.dir() + "/fs", 16);
+  if (!disk.ok()) {
+    WARN("skipped: cannot mount a small tmpfs to fill (" << disk.why() << ")");
+    return;
+  }
+  const std::string path = disk.File("store");
+  StoreOptions o = FullDiskOptions(scratch);
+  o.dataset_size = kSmallItems;
+  o.compression = Compression::kNone;
+  std::set<ItemId> stored;
+  std::unique_ptr<Store> store;
+  REQUIRE(Store::Open(o, path, &store).ok());
+  for (ItemId id = 0; id < 10; ++id) {
+    REQUIRE(PutSample(store.get(), id, kSmall).ok());
+    stored.insert(id);
+  }
+  {
+    const int fd = open((path + "/segments/000001.seg").c_str(), O_WRONLY | O_APPEND);
+    REQUIRE(fd >= 0);
+    const std::string zeros(4 << 20, '\0');
+    REQUIRE(write(fd, zeros.data(), zeros.size()) == static_cast<ssize_t>(zeros.size()));
+    close(fd);
+  }
+  disk.Fill();
+  bool index_refused = false;
+  for (ItemId id = 10; id < kSmallItems && !index_refused; ++id) {
+    const Status s = PutSample(store.get(), id, kSmall);
+    INFO("Put(" << id << "): " << s.ToString());
+    if (s.ok()) {
+      stored.insert(id);
+      continue;
+    }
+    REQUIRE(s.IsNoSpace());
+    index_refused = s.ToString().find("index") != std::string::npos;
+  }
+  REQUIRE(index_refused);
+  disk.Free();
+  CHECK(PutUntilFull(store.get(), &stored, kSmall) == 0);
+  CHECK(CheckServed(store.get(), stored, kSmall) == kSmallItems);
+  REQUIRE(store->Close().ok());
+  REQUIRE(Store::Open(o, path, &store).ok());
+  CHECK(CheckServed(store.get(), stored, kSmall) == kSmallItems);
+  REQUIRE(store->Close().ok());
+}
+
 // Every file under dir (but the LOCK, which holds the pid of its last
 // holder) with its bytes.
 std::map<std::string, std::string> FilesUnder(const std::string& dir) {
