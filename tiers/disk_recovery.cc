@@ -71,7 +71,10 @@ Status DiskTier::Impl::OpenIndex(bool create) {
   ro.create_if_missing = create;
   rocksdb::DB* db = nullptr;
   rocksdb::Status opened = rocksdb::DB::Open(ro, dir_ + "/index", &db);
-  if (opened.IsCorruption()) return DamagedIndex("RocksDB cannot open it: " + opened.ToString());
+  // A file CURRENT names (the MANIFEST, a table) gone is damage too.
+  if (opened.IsCorruption() || (!create && opened.IsPathNotFound())) {
+    return DamagedIndex("RocksDB cannot open it: " + opened.ToString());
+  }
   OPT4STORE_RETURN_IF_ERROR(FromRocks(opened, "open index " + dir_ + "/index"));
   db_.reset(db);
 
