@@ -432,6 +432,41 @@ TEST_CASE("CLI: verify fails on a deleted index/CURRENT and names repair; repair
   CHECK(ReadBytes(dir.File("after.bin")) == ReadBytes(dir.File("before.bin")));
 }
 
+// Found by bench/fault_campaign.py: the index's first log (which holds the
+// manifest, written at create) cut short left "an index but no manifest",
+// with no remedy named.
+TEST_CASE("CLI: an index that lost the manifest names repair with --dataset-size and --disk",
+          "[repair][cli][fault]") {
+  TempDir dir;
+  const std::string store = dir.File("store");
+  MakeStore(store);
+  std::string first_log;
+  for (const auto& e : std::filesystem::directory_iterator(store + "/index")) {
+    const std::string name = e.path().string();
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".log") == 0 &&
+        (first_log.empty() || name < first_log)) {
+      first_log = name;
+    }
+  }
+  REQUIRE(!first_log.empty());
+  std::filesystem::resize_file(first_log, 100);  // the format key stays, the manifest goes
+
+  const CliResult verify = Cli(dir, {"verify", store});
+  INFO(verify.err);
+  REQUIRE(verify.status != 0);
+  REQUIRE(verify.err.find("no manifest") != std::string::npos);
+  CHECK(verify.err.find("opt4store repair " + store + " --dataset-size N --disk SIZE") !=
+        std::string::npos);
+  const CliResult repair = Cli(dir, {"repair", store, "--dataset-size", std::to_string(kItems),
+                                     "--disk", "640KiB"});
+  INFO(repair.out << repair.err);
+  REQUIRE(repair.status == 0);
+  const CliResult again = Cli(dir, {"verify", store});
+  INFO(again.out << again.err);
+  CHECK(again.status == 0);
+  CHECK(again.out.find(std::to_string(kItems) + " records") != std::string::npos);
+}
+
 TEST_CASE("CLI: verify exits non-zero and names the records a deleted segment took",
           "[verify][cli][fault]") {
   TempDir dir;

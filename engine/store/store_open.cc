@@ -394,7 +394,9 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
         OpenDisk(options.disk ? *options.disk : kProvisionalDiskBudget));
     OPT4STORE_RETURN_IF_ERROR(ReadManifest(&exists));
     if (!exists && exists_on_disk && !options.disk) {
-      return Status::Corruption("store " + path + " has an index but no manifest");
+      return Status::Corruption("store " + path + " has an index but no manifest (lost with a "
+                                "damaged index); run 'opt4store repair " + path +
+                                " --dataset-size N --disk SIZE' to write a new one");
     }
   } else if (disk_only_) {
     return Status::NotFound("no store at " + path);
