@@ -449,7 +449,15 @@ TEST_CASE("CLI: an index that lost the manifest names repair with --dataset-size
     }
   }
   REQUIRE(!first_log.empty());
-  std::filesystem::resize_file(first_log, 100);  // the format key stays, the manifest goes
+  const bool half = GENERATE(false, true);
+  if (half) {  // the manifest's format key kept, its options lost
+    rocksdb::DB* db = nullptr;
+    REQUIRE(rocksdb::DB::Open(rocksdb::Options(), store + "/index", &db).ok());
+    REQUIRE(db->Delete(rocksdb::WriteOptions(), std::string(1, kUserTag) + "store/options").ok());
+    delete db;
+  } else {
+    std::filesystem::resize_file(first_log, 100);  // the format key stays, the manifest goes
+  }
 
   const CliResult verify = Cli(dir, {"verify", store});
   INFO(verify.err);

@@ -93,7 +93,12 @@ Status Store::Impl::ReadManifest(bool* exists) {
     return Status::Corruption("store " + path_ + ": unknown format '" + format + "'");
   }
   std::string text;
-  OPT4STORE_RETURN_IF_ERROR(disk_->GetMeta(kManifestOptionsKey, &text));
+  s = disk_->GetMeta(kManifestOptionsKey, &text);
+  if (s.IsNotFound()) {  // half a manifest (a damaged index): as good as none
+    *exists = false;
+    return Status::OK();
+  }
+  OPT4STORE_RETURN_IF_ERROR(s);
   OPT4STORE_RETURN_IF_ERROR(DecodeManifestOptions(text, &effective_));
   // Absent in a store made without one, or before fingerprints existed.
   Status f = disk_->GetMeta(kManifestFingerprintKey, &effective_.fingerprint);
