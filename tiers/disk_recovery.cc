@@ -4,10 +4,18 @@
 // segment's watermark, re-indexed when valid, cut off at the first torn one.
 #include "tiers/disk_tier_impl.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
+#include <rocksdb/env.h>
 #include <rocksdb/listener.h>
 
 namespace opt4store {
@@ -27,6 +35,43 @@ class ManualNoSpaceRecovery : public rocksdb::EventListener {
     if (bg_error.IsNoSpace()) *auto_recovery = false;
     bg_error.PermitUncheckedError();
   }
+};
+
+// RocksDB's info LOG (index/LOG), written with plain appends whose errors
+// are dropped: RocksDB's own log writer, once a line met a full disk,
+// aborted the process (an assertion in WritableFileWriter) at its next
+// line. Warnings and errors only, at most kMaxBytes a session; thread-safe.
+class IndexInfoLog : public rocksdb::Logger {
+ public:
+  explicit IndexInfoLog(std::string path)
+      : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL), path_(std::move(path)) {}
+  ~IndexInfoLog() override {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    if (written_.load(std::memory_order_relaxed) >= kMaxBytes) return;
+    char line[1024];
+    const int n = vsnprintf(line, sizeof(line) - 1, format, ap);
+    if (n < 0) return;
+    size_t len = std::min<size_t>(static_cast<size_t>(n), sizeof(line) - 2);
+    line[len++] = '\n';
+    // Opened at the first line: RocksDB makes index/ only as it opens.
+    std::call_once(opened_, [this] {
+      fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    });
+    if (fd_ < 0) return;
+    const ssize_t w = write(fd_, line, len);  // a full disk loses the line, nothing more
+    if (w > 0) written_.fetch_add(static_cast<uint64_t>(w), std::memory_order_relaxed);
+  }
+
+ private:
+  static constexpr uint64_t kMaxBytes = uint64_t{1} << 20;
+  const std::string path_;
+  std::once_flag opened_;
+  int fd_ = -1;
+  std::atomic<uint64_t> written_{0};
 };
 
 }  // namespace
@@ -106,12 +151,11 @@ Status DiskTier::Impl::OpenIndex(bool create) {
 rocksdb::Options DiskTier::Impl::IndexOptions() const {
   rocksdb::Options ro;
   // RocksDB's info LOG keeps warnings and errors only (a damaged index, a
-  // full disk), in at most two files of 1 MiB. No stats dump or persist
+  // full disk), at most 1 MiB a session (IndexInfoLog). No stats dump or persist
   // timer: Stats() holds the store's own counters, and the dump ran
   // RocksDB's DumpStats on a timer thread every 10 minutes for nothing.
   ro.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  ro.max_log_file_size = 1 << 20;
-  ro.keep_log_file_num = 2;
+  ro.info_log = std::make_shared<IndexInfoLog>(dir_ + "/index/LOG");
   ro.stats_dump_period_sec = 0;
   ro.stats_persist_period_sec = 0;
   ro.max_background_jobs = 2;
