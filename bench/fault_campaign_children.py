@@ -79,7 +79,7 @@ def train(path, n, sync, workers, seed, acked, *rest):
     import torch
     import opt4store
     n, workers, seed = int(n), int(workers), int(seed)
-    delay = 0.004 if "slow" in rest else 0.0
+    delay = float(next((r[6:] for r in rest if r.startswith("delay=")), 0))
     disk = next((r[5:] for r in rest if r.startswith("disk=")), "64MiB")
     g = torch.Generator().manual_seed(seed)
     store = opt4store.Store(path, ram="1MiB", disk=disk, sync=sync)
@@ -100,9 +100,10 @@ def train(path, n, sync, workers, seed, acked, *rest):
           "expected": raised is None or expected_error(raised)})
 
 
-def put(path, n, sync, workers, seed, acked):
+def put(path, n, sync, workers, seed, acked, *rest):
     import opt4store
     n = int(n)
+    delay = float(next((r[6:] for r in rest if r.startswith("delay=")), 0))
     store = opt4store.Store(path, ram_items=4, disk="64MiB", sync=sync)
     store.bind(n)
     fd = os.open(acked, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
@@ -110,6 +111,7 @@ def put(path, n, sync, workers, seed, acked):
     for i in range(n):
         store.put(opt4store.NO_POSITION, i, sample(i))
         os.write(fd, b"%d\n" % i)  # acknowledged
+        time.sleep(delay)
     while True:
         time.sleep(1)
 

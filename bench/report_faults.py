@@ -7,7 +7,8 @@ NAMES = {
     "kill_training": "kill -9 of a training process (0 or 2 workers, any sync; or a "
                      "sync=\"every\" Put loop)",
     "kill_import": "kill -9 of `opt4store import`",
-    "kill_compact": "kill -9 of `opt4store compact`",
+    "kill_compact": "kill -9 of a training process that compacts all the time (disk budget "
+                    "1 MiB for 4.8 MiB of data)",
     "corrupt_index": "index damage (CURRENT or index/ deleted; MANIFEST, WAL, OPTIONS, "
                      "table cut, zeroed, flipped or deleted)",
     "corrupt_segment": "segment damage (deleted, cut, zeroed, flipped, garbage tail)",
@@ -29,7 +30,7 @@ def section_faults(data, path, machine_line):
              "`sync=\"every\"` and not found after the kill; *failures*: an open or repair "
              "that fails, a verify that exits 0 while a stored record is no longer served, an "
              "exception that is not an `opt4store.Error`, a hang, a CLI that dies by a signal "
-             "or says nothing. Run %s, seed %s, %s s in all; %s." % (
+             "or says nothing. Run %s, seeds %s, %s s in all; %s." % (
                  data.get("date", "?"), data.get("seed"), data.get("seconds"),
                  machine_line(data, path)),
              "",
