@@ -492,7 +492,11 @@ def main():
         classes[name] = rec
     if args.merge and os.path.exists(args.out):
         with open(args.out) as f:
-            kept = json.load(f)["classes"]
+            old = json.load(f)
+        kept = old["classes"]
+        for rec in kept.values():  # a file from before per-class seeds
+            rec.setdefault("seed", old.get("seed"))
+            rec.setdefault("date", old.get("date"))
         kept.update(classes)
         classes = {name: kept[name] for name in TRIES if name in kept}
     out = {
@@ -500,7 +504,7 @@ def main():
                     "python": platform.python_version(), "kernel": platform.release(),
                     "load_average_at_start": load_at_start},
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "seed": sorted({r.get("seed") for r in classes.values()}), "scale": args.scale,
+        "seed": sorted({r["seed"] for r in classes.values()}, key=str), "scale": args.scale,
         "seconds": round(sum(r["seconds"] for r in classes.values()), 1),
         "classes": classes,
     }

@@ -34,19 +34,21 @@ def section_faults(data, path, machine_line):
                  data.get("date", "?"), data.get("seed"), data.get("seconds"),
                  machine_line(data, path)),
              "",
-             "| class | tries | wrong | acked lost | failures | seconds |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| class | tries | wrong | acked lost | failures | seconds | seed, finished |",
+             "|---|---:|---:|---:|---:|---:|---|"]
     total = [0, 0, 0, 0]
     for name, rec in data["classes"].items():
         label = NAMES.get(name, name)
         if rec.get("skipped"):
-            lines.append(f"| {label} | skipped: {rec['skipped']} | | | | |")
+            lines.append(f"| {label} | skipped: {rec['skipped']} | | | | | |")
             continue
         row = [rec["tries"], rec["wrong"], rec["acked_lost"], len(rec["failures"])]
         total = [a + b for a, b in zip(total, row)]
-        lines.append("| %s | %d | %d | %d | %d | %s |" % (label, *row, rec["seconds"]))
-    lines.append("| **all** | **%d** | **%d** | **%d** | **%d** | |" % tuple(total))
-    lines.append("")
+        lines.append("| %s | %d | %d | %d | %d | %s | %s, %s |" % (
+            label, *row, rec["seconds"], rec.get("seed"), rec.get("date")))
+    lines.append("| **all** | **%d** | **%d** | **%d** | **%d** | | |" % tuple(total))
+    lines += ["", "A class is run again alone with `--only CLASS --merge`; the last column "
+              "says which run each row comes from.", ""]
     failed = [(n, f) for n, r in data["classes"].items() for f in r["failures"]]
     if failed:
         lines += ["Failures:", ""]
