@@ -22,7 +22,10 @@ Not part of the test command: a full run takes several minutes.
 
 Usage: OPT4STORE_BUILD_DIR=build PYTHONPATH=build/python \\
        /usr/bin/python3 bench/fault_campaign.py [--scale F] [--seed S]
-       [--only CLASS,...] [--out FILE]
+       [--only CLASS,...] [--merge] [--out FILE]
+(--merge keeps the other classes of an existing --out file: a class is run
+again alone. Needs root and unshare(1) for the full-disk class, else it is
+skipped, saying so.)
 """
 
 import argparse
