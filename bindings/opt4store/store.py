@@ -277,7 +277,7 @@ class Store:
         """Issues ``message`` as a RuntimeWarning the first time any process
         of this store (owner, readers, DataLoader workers) asks with this
         ``kind``: once per store, not once per worker."""
-        check_str("kind", kind)
+        check_int("kind", kind, 0, (1 << 32) - 1)  # a WARN_* number
         check_str("message", message, allow_empty=True)
         core = self._core
         if core is None or core.closed or core.first_warning(kind):
