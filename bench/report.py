@@ -12,6 +12,8 @@ bench/results/) and skips the rest, saying so in the report:
   python_bench.json  bench/python_bench.py: per-read overhead, DataLoader
   store_bench.json   store_bench: RAM hit, disk speed, prefetch wait share
   e2e.json           bench/e2e_bench.py: epoch time per configuration
+  faults.json        bench/fault_campaign.py: tries, wrong values and
+                     failures per fault class (report_faults.py)
   loader.json        bench/loader_bench.py: torch's DataLoader against
                      opt4store.DataLoader (report_loader.py)
                      ({"machine": ..., "configs": {name: {"workers":
@@ -47,6 +49,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report_cluster import section_cluster  # noqa: E402
 from report_cluster_sim import section_cluster_sim  # noqa: E402
+from report_faults import section_faults  # noqa: E402
 from report_loader import section_loader  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -760,6 +763,11 @@ def main():
         lines += section_store(sb, p)
     else:
         missing.append("store_bench.json (bench/run.sh)")
+    fa, p = load(args.results, "faults.json")
+    if fa:
+        lines += section_faults(fa, p, machine_line)
+    else:
+        missing.append("faults.json (bench/fault_campaign.py)")
     rb, rp = load(args.results, "ram_bench.json")
     db, dp = load(args.results, "disk_bench.json")
     if rb or db:

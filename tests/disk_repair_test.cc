@@ -140,6 +140,43 @@ TEST_CASE("repair: Repair rebuilds the index of a deleted CURRENT from the segme
   CHECK(value == "kept");
 }
 
+// Found by bench/fault_campaign.py: the open said "IO error: No such file"
+// and named no remedy.
+TEST_CASE("repair: a deleted MANIFEST fails the open as damage, names repair, and Repair "
+          "rebuilds the index",
+          "[repair][fault]") {
+  TempDir dir;
+  Fill(dir.path());
+  std::vector<std::string> manifests;
+  for (const auto& e : std::filesystem::directory_iterator(dir.File("index"))) {
+    if (e.path().filename().string().rfind("MANIFEST-", 0) == 0) manifests.push_back(e.path());
+  }
+  REQUIRE(!manifests.empty());
+  for (const std::string& m : manifests) REQUIRE(std::filesystem::remove(m));
+  auto without_logs = [](std::map<std::string, std::string> files) {
+    // RocksDB's own info LOG is written by any open, failed or not.
+    for (auto it = files.begin(); it != files.end();) {
+      it = it->first.find("index/LOG") == 0 ? files.erase(it) : std::next(it);
+    }
+    return files;
+  };
+  const auto before = without_logs(Snapshot(dir.path()));
+  {
+    std::unique_ptr<DiskTier> tier;
+    const Status s = DiskTier::Open(RepairOptions(), dir.path(), &tier);
+    INFO(s.ToString());
+    REQUIRE(s.IsCorruption());
+    CHECK(s.message().find("opt4store repair " + dir.path()) != std::string::npos);
+  }
+  CHECK(without_logs(Snapshot(dir.path())) == before);
+  DiskRepairReport report;
+  const Status repaired = DiskTier::Repair(RepairOptions(), dir.path(), &report);
+  INFO(repaired.ToString() << "; salvage: " << report.index_salvage);
+  REQUIRE(repaired.ok());
+  CHECK(report.records == kItems);
+  CheckAllRead(dir.path());
+}
+
 TEST_CASE("repair: a deleted index directory is rebuilt; the newest version of each id wins",
           "[repair][fault]") {
   TempDir dir;
@@ -393,6 +430,49 @@ TEST_CASE("CLI: verify fails on a deleted index/CURRENT and names repair; repair
   CHECK(again.out.find(std::to_string(kItems) + " records") != std::string::npos);
   REQUIRE(Cli(dir, {"get", store, "7", "-o", dir.File("after.bin")}).status == 0);
   CHECK(ReadBytes(dir.File("after.bin")) == ReadBytes(dir.File("before.bin")));
+}
+
+// Found by bench/fault_campaign.py: the index's first log (which holds the
+// manifest, written at create) cut short left "an index but no manifest",
+// with no remedy named.
+TEST_CASE("CLI: an index that lost the manifest names repair with --dataset-size and --disk",
+          "[repair][cli][fault]") {
+  TempDir dir;
+  const std::string store = dir.File("store");
+  MakeStore(store);
+  std::string first_log;
+  for (const auto& e : std::filesystem::directory_iterator(store + "/index")) {
+    const std::string name = e.path().string();
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".log") == 0 &&
+        (first_log.empty() || name < first_log)) {
+      first_log = name;
+    }
+  }
+  REQUIRE(!first_log.empty());
+  const bool half = GENERATE(false, true);
+  if (half) {  // the manifest's format key kept, its options lost
+    rocksdb::DB* db = nullptr;
+    REQUIRE(rocksdb::DB::Open(rocksdb::Options(), store + "/index", &db).ok());
+    REQUIRE(db->Delete(rocksdb::WriteOptions(), std::string(1, kUserTag) + "store/options").ok());
+    delete db;
+  } else {
+    std::filesystem::resize_file(first_log, 100);  // the format key stays, the manifest goes
+  }
+
+  const CliResult verify = Cli(dir, {"verify", store});
+  INFO(verify.err);
+  REQUIRE(verify.status != 0);
+  REQUIRE(verify.err.find("no manifest") != std::string::npos);
+  CHECK(verify.err.find("opt4store repair " + store + " --dataset-size N --disk SIZE") !=
+        std::string::npos);
+  const CliResult repair = Cli(dir, {"repair", store, "--dataset-size", std::to_string(kItems),
+                                     "--disk", "640KiB"});
+  INFO(repair.out << repair.err);
+  REQUIRE(repair.status == 0);
+  const CliResult again = Cli(dir, {"verify", store});
+  INFO(again.out << again.err);
+  CHECK(again.status == 0);
+  CHECK(again.out.find(std::to_string(kItems) + " records") != std::string::npos);
 }
 
 TEST_CASE("CLI: verify exits non-zero and names the records a deleted segment took",

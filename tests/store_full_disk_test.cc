@@ -16,8 +16,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "engine/base/fault_injection_env.h"
@@ -355,9 +358,8 @@ TEST_CASE("full disk: small values, where RocksDB's WAL meets the full disk firs
     CHECK((closed.ok() || closed.IsNoSpace()));
   }
   // Reopen on the full disk: every stored value is there, writes are
-  // refused. RocksDB, once it met the full disk, takes no writes for the
-  // rest of the session (its own recovery stays busy), even after space
-  // comes back: the refusals stay NoSpace, and Close works or says NoSpace.
+  // refused. Once space comes back, the same session writes again: the
+  // index resumes (DB::Resume) at the next write, without a reopen.
   {
     disk.Fill();
     std::unique_ptr<Store> store;
@@ -367,10 +369,9 @@ TEST_CASE("full disk: small values, where RocksDB's WAL meets the full disk firs
     CHECK(CheckServed(store.get(), stored, kSmall) == stored.size());
     CHECK(PutUntilFull(store.get(), &stored, kSmall) > 0);
     disk.Free();
-    PutUntilFull(store.get(), &stored, kSmall);
-    const Status closed = store->Close();
-    INFO("Close: " << closed.ToString());
-    CHECK((closed.ok() || closed.IsNoSpace()));
+    CHECK(PutUntilFull(store.get(), &stored, kSmall) == 0);
+    CHECK(CheckServed(store.get(), stored, kSmall) == kSmallItems);
+    REQUIRE(store->Close().ok());
   }
   // The next open, with space back, works fully.
   std::unique_ptr<Store> store;
@@ -383,6 +384,138 @@ TEST_CASE("full disk: small values, where RocksDB's WAL meets the full disk firs
   INFO("Verify: " << v.ToString());
   CHECK(v.ok());
   REQUIRE(store->Close().ok());
+}
+
+// RocksDB's log meets the full disk for sure: the segment file is grown
+// beforehand (zeros past its end, as a file system that preallocated
+// would), so appends still fit and the index's WAL write is the one
+// refused. Once space is back, the same session writes again (DB::Resume
+// at the next write), and a reopen finds every acknowledged value.
+TEST_CASE("full disk: when the index's log is refused, writes resume without a reopen",
+          "[store][disk][nospace]") {
+  ScratchStore scratch;
+  SmallDisk disk(scratch.dir() + "/fs", 16);
+  if (!disk.ok()) {
+    WARN("skipped: cannot mount a small tmpfs to fill (" << disk.why() << ")");
+    return;
+  }
+  const std::string path = disk.File("store");
+  StoreOptions o = FullDiskOptions(scratch);
+  o.dataset_size = kSmallItems;
+  o.compression = Compression::kNone;
+  std::set<ItemId> stored;
+  std::unique_ptr<Store> store;
+  REQUIRE(Store::Open(o, path, &store).ok());
+  for (ItemId id = 0; id < 10; ++id) {
+    REQUIRE(PutSample(store.get(), id, kSmall).ok());
+    stored.insert(id);
+  }
+  {
+    const int fd = open((path + "/segments/000001.seg").c_str(), O_WRONLY | O_APPEND);
+    REQUIRE(fd >= 0);
+    const std::string zeros(4 << 20, '\0');
+    REQUIRE(write(fd, zeros.data(), zeros.size()) == static_cast<ssize_t>(zeros.size()));
+    close(fd);
+  }
+  disk.Fill();
+  bool index_refused = false;
+  for (ItemId id = 10; id < kSmallItems && !index_refused; ++id) {
+    const Status s = PutSample(store.get(), id, kSmall);
+    INFO("Put(" << id << "): " << s.ToString());
+    if (s.ok()) {
+      stored.insert(id);
+      continue;
+    }
+    REQUIRE(s.IsNoSpace());
+    index_refused = s.ToString().find("index") != std::string::npos;
+  }
+  REQUIRE(index_refused);
+  disk.Free();
+  CHECK(PutUntilFull(store.get(), &stored, kSmall) == 0);
+  CHECK(CheckServed(store.get(), stored, kSmall) == kSmallItems);
+  REQUIRE(store->Close().ok());
+  REQUIRE(Store::Open(o, path, &store).ok());
+  CHECK(CheckServed(store.get(), stored, kSmall) == kSmallItems);
+  REQUIRE(store->Close().ok());
+}
+
+// Every file under dir (but the LOCK, which holds the pid of its last
+// holder) with its bytes.
+std::map<std::string, std::string> FilesUnder(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.path().filename() == "LOCK") continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    files[std::filesystem::relative(e.path(), dir).string()] = bytes.str();
+  }
+  return files;
+}
+
+// `opt4store repair` on a full disk: with the store's reserve, the rebuilt
+// index fits and the repair works; without it, the repair fails with
+// NoSpace before it writes anything, and works once space is back. (One
+// SmallDisk per process: RocksDB's background threads stay in the mount
+// namespace they started in.)
+void RepairOnFullDisk(bool reserve_kept) {
+  ScratchStore scratch;
+  SmallDisk disk(scratch.dir() + "/fs", 16);
+  if (!disk.ok()) {
+    WARN("skipped: cannot mount a small tmpfs to fill (" << disk.why() << ")");
+    return;
+  }
+  const std::string path = disk.File("store");
+  const StoreOptions o = FullDiskOptions(scratch);
+  std::set<ItemId> stored;
+  {
+    std::unique_ptr<Store> store;
+    REQUIRE(Store::Open(o, path, &store).ok());
+    for (ItemId id = 0; id < 200; ++id) {
+      REQUIRE(PutSample(store.get(), id).ok());
+      stored.insert(id);
+    }
+    REQUIRE(store->Close().ok());
+  }
+  REQUIRE(std::filesystem::remove(path + "/index/CURRENT"));
+  if (!reserve_kept) REQUIRE(std::filesystem::remove(path + "/RESERVE"));
+  disk.Fill();
+
+  StoreOptions admin;
+  admin.shm_prefix = scratch.prefix();
+  StoreRepairReport report;
+  const auto before = FilesUnder(path);
+  const Status repaired = Store::Repair(admin, path, &report);
+  INFO("repair on the full disk: " << repaired.ToString());
+  if (reserve_kept) {
+    REQUIRE(repaired.ok());
+    CHECK(report.records == stored.size());
+  } else {
+    REQUIRE(repaired.IsNoSpace());
+    CHECK(repaired.ToString().find("nothing was changed") != std::string::npos);
+    CHECK(FilesUnder(path) == before);
+    disk.Free();
+    const Status again = Store::Repair(admin, path, &report);
+    INFO("repair with space back: " << again.ToString());
+    REQUIRE(again.ok());
+    CHECK(report.records == stored.size());
+  }
+  std::unique_ptr<Store> store;
+  REQUIRE(Store::Open(o, path, &store).ok());
+  CHECK(CheckServed(store.get(), stored) == stored.size());
+  StoreVerifyReport verified;
+  CHECK(store->Verify(&verified).ok());
+  REQUIRE(store->Close().ok());
+}
+
+TEST_CASE("full disk: repair works within the store's reserve", "[store][disk][nospace]") {
+  RepairOnFullDisk(true);
+}
+
+TEST_CASE("full disk: repair without room fails with NoSpace, changing nothing, and works "
+          "once space is back",
+          "[store][disk][nospace]") {
+  RepairOnFullDisk(false);
 }
 
 // The reserve itself, through a fault-injecting Env: an open on a disk

@@ -7,9 +7,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "fork_child.h"
 #include "opt4store/read_sink.h"
@@ -33,7 +37,8 @@ constexpr ItemId kNoValue = 1000;  // the child's report when a Put failed
 
 // Reopens the store at scratch and counts the ids of [0, kItems) it holds,
 // checking each value.
-uint64_t CountFound(const ScratchStore& scratch, const ValueShape& shape) {
+uint64_t CountFound(const ScratchStore& scratch, const ValueShape& shape,
+                    ItemId* first_missing = nullptr) {
   std::unique_ptr<Store> store;
   StoreOptions reopen;
   reopen.shm_prefix = scratch.prefix();
@@ -43,8 +48,13 @@ uint64_t CountFound(const ScratchStore& scratch, const ValueShape& shape) {
   for (ItemId id = 0; id < kItems; ++id) {
     StringSink sink;
     GetSource source = GetSource::kMiss;
-    REQUIRE(store->Get(kNoPosition, id, &sink, &source).ok());
-    if (source == GetSource::kMiss) continue;
+    const Status s = store->Get(kNoPosition, id, &sink, &source);
+    INFO("Get(" << id << "): " << s.ToString());
+    REQUIRE((s.ok() || s.IsNotFound()));  // NotFound: not stored
+    if (!s.ok() || source == GetSource::kMiss) {
+      if (first_missing != nullptr && *first_missing == kItems) *first_missing = id;
+      continue;
+    }
     INFO("id " << id);
     CHECK(IsSample(id, shape, sink.meta, sink.payload));
     ++found;
@@ -128,6 +138,106 @@ TEST_CASE("sync=every: a worker's acknowledged Puts survive a SIGKILL of the own
   REQUIRE(report[1] == static_cast<int64_t>(kItems));  // every Put was acknowledged
   scratch.RemoveShmLeftovers();  // the killed owner's segments
   CHECK(CountFound(scratch, shape) == kItems);
+}
+
+// What a worker reports once its Puts stopped: how many were acknowledged
+// (ids [0, acked)), and the code and message of the first refused one.
+struct WorkerReport {
+  int64_t acked = 0;
+  int32_t code = 0;
+  char message[200] = {};
+};
+
+// In a worker (a child forked by the owner): Puts ids 0, 1, ... (again from
+// 0 past kItems), writing the count acknowledged to fd once `first` were,
+// then a WorkerReport at the first refusal (or after 20 s without one).
+void PutUntilRefused(Store* store, int fd, int64_t first, const ValueShape& shape) {
+  WorkerReport r;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (ItemId n = 0; std::chrono::steady_clock::now() < give_up; ++n) {
+    const ItemId id = n % kItems;
+    const Status s = store->Put(kNoPosition, id, SampleMeta(id), SamplePayload(id, shape));
+    if (!s.ok()) {
+      r.code = static_cast<int32_t>(s.code());
+      snprintf(r.message, sizeof r.message, "%s", s.ToString().c_str());
+      break;
+    }
+    r.acked = std::min<int64_t>(n + 1, kItems);
+    if (r.acked == first && write(fd, &r.acked, sizeof r.acked) != sizeof r.acked) _exit(3);
+  }
+  if (write(fd, &r, sizeof r) != sizeof r) _exit(3);
+}
+
+// A worker's sync="every" Put while its owner closes, or stops answering
+// (stopped with SIGSTOP, so fetch_timeout_ms runs out): the Put returns an
+// error saying why, never OK, and every Put acknowledged before is on disk.
+TEST_CASE("sync=every: a worker's Put after the owner closed or stopped answering fails clearly "
+          "and loses nothing acknowledged",
+          "[store][crash]") {
+  const bool owner_closes = GENERATE(true, false);
+  INFO((owner_closes ? "the owner closes" : "the owner stops answering"));
+  ScratchStore scratch;
+  const ValueShape shape{4 * 1024, 4 * 1024};
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.dataset_size = kItems;
+  o.ram_items = 4;
+  o.disk = 64 << 20;
+  o.sync = SyncMode::kEveryPut;
+  o.fetch_timeout_ms = owner_closes ? 10000 : 300;
+  constexpr int64_t kFirst = 20;
+
+  // The owner forks the worker, then closes its store once the worker says
+  // kFirst Puts were acknowledged (or waits there, to be stopped).
+  Child owner = ForkChild([&](int fd) {
+    std::unique_ptr<Store> store;
+    if (!Store::Open(o, scratch.path(), &store).ok()) return 2;
+    int to_owner[2];
+    if (pipe(to_owner) != 0) return 4;
+    const pid_t worker = fork();
+    if (worker == 0) {
+      close(to_owner[0]);
+      PutUntilRefused(store.get(), to_owner[1], kFirst, shape);
+      for (;;) pause();
+    }
+    close(to_owner[1]);
+    int64_t acked = 0;
+    if (read(to_owner[0], &acked, sizeof acked) != sizeof acked) return 5;
+    const int64_t pids[2] = {getpid(), worker};
+    if (write(fd, pids, sizeof pids) != sizeof pids) return 3;
+    if (owner_closes && !store->Close().ok()) return 6;
+    WorkerReport r;
+    if (read(to_owner[0], &r, sizeof r) != sizeof r) return 5;
+    if (write(fd, &r, sizeof r) != sizeof r) return 3;
+    for (;;) pause();
+  });
+  int64_t pids[2] = {0, 0};
+  REQUIRE(read(owner.fd, pids, sizeof pids) == sizeof pids);
+  if (!owner_closes) {
+    // Stopped for three timeouts; then it may go on, to relay the report.
+    kill(owner.pid, SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * o.fetch_timeout_ms));
+    kill(owner.pid, SIGCONT);
+  }
+  WorkerReport r;
+  REQUIRE(read(owner.fd, &r, sizeof r) == sizeof r);
+  kill(owner.pid, SIGKILL);
+  kill(static_cast<pid_t>(pids[1]), SIGKILL);
+  Reap(owner.pid);
+  close(owner.fd);
+  INFO("the worker's refused Put: " << r.message << "; acknowledged " << r.acked);
+  CHECK(r.code != static_cast<int32_t>(Status::Code::kOk));
+  CHECK(r.acked >= kFirst);
+  const std::string why = r.message;
+  if (owner_closes) {
+    CHECK(why.find("the store's owner closed") != std::string::npos);
+  } else {
+    CHECK(why.find("fetch_timeout_ms=300") != std::string::npos);
+  }
+  scratch.RemoveShmLeftovers();
+  ItemId first_missing = kItems;
+  CountFound(scratch, shape, &first_missing);
+  CHECK(first_missing >= static_cast<ItemId>(r.acked));  // every acknowledged id is there
 }
 
 }  // namespace

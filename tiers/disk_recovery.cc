@@ -4,10 +4,77 @@
 // segment's watermark, re-indexed when valid, cut off at the first torn one.
 #include "tiers/disk_tier_impl.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
+#include <memory>
+#include <mutex>
+
+#include <rocksdb/env.h>
+#include <rocksdb/listener.h>
 
 namespace opt4store {
+
+namespace {
+
+// After a write meets a full disk, RocksDB would start its own recovery,
+// which waits for more free space than a write buffer (16 MiB here, per
+// open in the process: more than a small disk may ever have) and answers
+// Busy to Resume all the while: the index took no writes until a reopen. Without it, the
+// next write's ResumeIndex calls DB::Resume, which flushes the memtable and
+// starts a new WAL once there is room, and fails (NoSpace again) until then.
+class ManualNoSpaceRecovery : public rocksdb::EventListener {
+ public:
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason /*reason*/, rocksdb::Status bg_error,
+                            bool* auto_recovery) override {
+    if (bg_error.IsNoSpace()) *auto_recovery = false;
+    bg_error.PermitUncheckedError();
+  }
+};
+
+// RocksDB's info LOG (index/LOG), written with plain appends whose errors
+// are dropped: RocksDB's own log writer, once a line met a full disk,
+// aborted the process (an assertion in WritableFileWriter) at its next
+// line. Warnings and errors only, at most kMaxBytes a session; thread-safe.
+class IndexInfoLog : public rocksdb::Logger {
+ public:
+  explicit IndexInfoLog(std::string path)
+      : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL), path_(std::move(path)) {}
+  ~IndexInfoLog() override {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    if (written_.load(std::memory_order_relaxed) >= kMaxBytes) return;
+    char line[1024];
+    const int n = vsnprintf(line, sizeof(line) - 1, format, ap);
+    if (n < 0) return;
+    size_t len = std::min<size_t>(static_cast<size_t>(n), sizeof(line) - 2);
+    line[len++] = '\n';
+    // Opened at the first line: RocksDB makes index/ only as it opens.
+    std::call_once(opened_, [this] {
+      fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    });
+    if (fd_ < 0) return;
+    const ssize_t w = write(fd_, line, len);  // a full disk loses the line, nothing more
+    if (w > 0) written_.fetch_add(static_cast<uint64_t>(w), std::memory_order_relaxed);
+  }
+
+ private:
+  static constexpr uint64_t kMaxBytes = uint64_t{1} << 20;
+  const std::string path_;
+  std::once_flag opened_;
+  int fd_ = -1;
+  std::atomic<uint64_t> written_{0};
+};
+
+}  // namespace
 
 Status DiskTier::Impl::Open() {
   if (options_.budget_bytes == 0) return Status::InvalidArgument("budget_bytes must be > 0");
@@ -49,7 +116,10 @@ Status DiskTier::Impl::OpenIndex(bool create) {
   ro.create_if_missing = create;
   rocksdb::DB* db = nullptr;
   rocksdb::Status opened = rocksdb::DB::Open(ro, dir_ + "/index", &db);
-  if (opened.IsCorruption()) return DamagedIndex("RocksDB cannot open it: " + opened.ToString());
+  // A file CURRENT names (the MANIFEST, a table) gone is damage too.
+  if (opened.IsCorruption() || (!create && opened.IsPathNotFound())) {
+    return DamagedIndex("RocksDB cannot open it: " + opened.ToString());
+  }
   OPT4STORE_RETURN_IF_ERROR(FromRocks(opened, "open index " + dir_ + "/index"));
   db_.reset(db);
 
@@ -81,12 +151,11 @@ Status DiskTier::Impl::OpenIndex(bool create) {
 rocksdb::Options DiskTier::Impl::IndexOptions() const {
   rocksdb::Options ro;
   // RocksDB's info LOG keeps warnings and errors only (a damaged index, a
-  // full disk), in at most two files of 1 MiB. No stats dump or persist
+  // full disk), at most 1 MiB a session (IndexInfoLog). No stats dump or persist
   // timer: Stats() holds the store's own counters, and the dump ran
   // RocksDB's DumpStats on a timer thread every 10 minutes for nothing.
   ro.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  ro.max_log_file_size = 1 << 20;
-  ro.keep_log_file_num = 2;
+  ro.info_log = std::make_shared<IndexInfoLog>(dir_ + "/index/LOG");
   ro.stats_dump_period_sec = 0;
   ro.stats_persist_period_sec = 0;
   ro.max_background_jobs = 2;
@@ -98,6 +167,7 @@ rocksdb::Options DiskTier::Impl::IndexOptions() const {
   // take a WAL's worth of blocks up front, the reserve's included).
   ro.avoid_flush_during_recovery = true;
   ro.allow_fallocate = false;
+  ro.listeners.push_back(std::make_shared<ManualNoSpaceRecovery>());
   return ro;
 }
 

@@ -8,7 +8,10 @@
 // salvages what its tables and logs still hold before the index entries,
 // the watermarks and the lost list are replaced in one atomic batch. Repair
 // only reads the segments, so a crash during one loses nothing that a
-// second run cannot rebuild.
+// second run cannot rebuild. A disk too full for the rebuilt index is found
+// before anything is written (RepairDB would move a log it could not
+// convert aside, into index/lost/): the repair fails with NoSpace and
+// changes nothing.
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
@@ -17,7 +20,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/base/checked_math.h"
 #include "tiers/disk_tier_impl.h"
+#include "tiers/shared_memory.h"
 
 namespace opt4store {
 
@@ -25,6 +30,24 @@ namespace {
 
 // Bytes searched at a time for the next record magic after damage.
 constexpr size_t kResyncChunk = size_t{1} << 20;
+// What a repair may write, for the free-space check: RepairDB copies the old
+// index's logs into tables and writes a MANIFEST, OPTIONS and LOG files
+// (kRepairFixedBytes); the rebuilt index goes to the WAL and then a table
+// (kRepairBytesPerRecord each: a 5-byte key, a 37-byte value, overheads).
+constexpr uint64_t kRepairFixedBytes = uint64_t{512} << 10;
+constexpr uint64_t kRepairBytesPerRecord = 256;
+
+// Total bytes of the files in dir (0 when it does not exist).
+uint64_t DirBytes(Env* env, const std::string& dir) {
+  std::vector<std::string> names;
+  if (!env->GetChildren(dir, &names).ok()) return 0;
+  uint64_t total = 0;
+  for (const std::string& name : names) {
+    uint64_t size = 0;
+    if (env->GetFileSize(dir + "/" + name, &size).ok()) total = SaturatingAdd(total, size);
+  }
+  return total;
+}
 
 // The first offset in [from, size) where the record magic starts, or size.
 Status FindMagic(File* file, uint64_t from, uint64_t size, uint64_t* at) {
@@ -87,46 +110,6 @@ Status DiskTier::Impl::Repair(DiskRepairReport* report) {
   OPT4STORE_RETURN_IF_ERROR(env_->CreateDirIfMissing(dir_));
   OPT4STORE_RETURN_IF_ERROR(env_->LockFile(dir_ + "/LOCK", &lock_));
   OPT4STORE_RETURN_IF_ERROR(env_->CreateDirIfMissing(segment_dir_));
-  const std::string index_dir = dir_ + "/index";
-
-  // Salvage the old index: RepairDB rebuilds RocksDB's MANIFEST from the
-  // tables and logs it finds, CURRENT or not.
-  rocksdb::Options ro = IndexOptions();
-  std::vector<std::string> old_files;
-  if (env_->GetChildren(index_dir, &old_files).ok() && !old_files.empty()) {
-    rocksdb::Status rs = rocksdb::RepairDB(index_dir, ro);
-    if (!rs.ok()) report->index_salvage = rs.ToString();
-  }
-  ro.create_if_missing = true;
-  rocksdb::DB* db = nullptr;
-  rocksdb::Status opened = rocksdb::DB::Open(ro, index_dir, &db);
-  if (!opened.ok()) {
-    // Beyond salvage: keep it aside for a post-mortem, start afresh.
-    report->index_salvage += (report->index_salvage.empty() ? "" : "; ") + opened.ToString();
-    const std::string aside = index_dir + ".damaged." + std::to_string(time(nullptr));
-    OPT4STORE_RETURN_IF_ERROR(env_->RenameFile(index_dir, aside));
-    OPT4STORE_RETURN_IF_ERROR(
-        FromRocks(rocksdb::DB::Open(ro, index_dir, &db), "create index " + index_dir));
-  }
-  db_.reset(db);
-
-  // The ids the old index knew, indexed or lost: those found nowhere are reported.
-  std::unordered_set<ItemId> known;
-  uint64_t metadata_keys = 0;
-  {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      const rocksdb::Slice k = it->key();
-      if (k.empty()) continue;
-      if ((k[0] == kIndexTag || k[0] == kLostTag) && k.size() == 5) {
-        known.insert(GetBE32(k.data() + 1));
-      }
-      if (k[0] == kUserTag) ++metadata_keys;
-    }
-    OPT4STORE_RETURN_IF_ERROR(FromRocks(it->status(), "read the old index"));
-  }
-  report->metadata_keys = metadata_keys;
-
   // Every segment, oldest first: the newest valid record of each id wins.
   std::vector<uint32_t> numbers;
   OPT4STORE_RETURN_IF_ERROR(SegmentNumbers(&numbers));
@@ -157,6 +140,73 @@ Status DiskTier::Impl::Repair(DiskRepairReport* report) {
     watermarks.emplace_back(number, end);
   }
 
+  // Room for what the repair writes, the reserve's included (released for
+  // it, as an open does), before anything is written.
+  const std::string index_dir = dir_ + "/index";
+  const uint64_t need = SaturatingAdd(
+      SaturatingAdd(kRepairFixedBytes, DirBytes(env_, index_dir)),
+      SaturatingMul(kRepairBytesPerRecord, SaturatingAdd(newest.size(), numbers.size())));
+  uint64_t free_bytes = 0, reserve = 0;
+  OPT4STORE_RETURN_IF_ERROR(shm::FreeSpace(dir_, &free_bytes));
+  env_->GetFileSize(dir_ + "/" + kReserveName, &reserve).PermitUncheckedError();
+  if (SaturatingAdd(free_bytes, reserve) < need) {
+    return Status::NoSpace("repairing " + dir_ + " needs about " + std::to_string(need) +
+                           " bytes free for the rebuilt index, and its disk has " +
+                           std::to_string(free_bytes) + " (and a reserve of " +
+                           std::to_string(reserve) + "); nothing was changed: free space, then "
+                           "run the repair again");
+  }
+  uint64_t released = 0;
+  OPT4STORE_RETURN_IF_ERROR(ReleaseReserve(&released));
+  Status s = RebuildIndex(index_dir, newest, watermarks, max_seq, report);
+  MakeReserve(s.ok() ? kReserveBytes : released);
+  if (!s.ok()) return s;
+  return Close();
+}
+
+Status DiskTier::Impl::RebuildIndex(const std::string& index_dir,
+                                    const std::unordered_map<ItemId, IndexValue>& newest,
+                                    const std::vector<std::pair<uint32_t, uint64_t>>& watermarks,
+                                    uint64_t max_seq, DiskRepairReport* report) {
+  // Salvage the old index: RepairDB rebuilds RocksDB's MANIFEST from the
+  // tables and logs it finds, CURRENT or not.
+  rocksdb::Options ro = IndexOptions();
+  std::vector<std::string> old_files;
+  if (env_->GetChildren(index_dir, &old_files).ok() && !old_files.empty()) {
+    rocksdb::Status rs = rocksdb::RepairDB(index_dir, ro);
+    if (!rs.ok()) report->index_salvage = rs.ToString();
+  }
+  ro.create_if_missing = true;
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status opened = rocksdb::DB::Open(ro, index_dir, &db);
+  if (opened.IsNoSpace()) return FromRocks(opened, "open the index " + index_dir);
+  if (!opened.ok()) {
+    // Beyond salvage: keep it aside for a post-mortem, start afresh.
+    report->index_salvage += (report->index_salvage.empty() ? "" : "; ") + opened.ToString();
+    const std::string aside = index_dir + ".damaged." + std::to_string(time(nullptr));
+    OPT4STORE_RETURN_IF_ERROR(env_->RenameFile(index_dir, aside));
+    OPT4STORE_RETURN_IF_ERROR(
+        FromRocks(rocksdb::DB::Open(ro, index_dir, &db), "create index " + index_dir));
+  }
+  db_.reset(db);
+
+  // The ids the old index knew, indexed or lost: those found nowhere are reported.
+  std::unordered_set<ItemId> known;
+  uint64_t metadata_keys = 0;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      const rocksdb::Slice k = it->key();
+      if (k.empty()) continue;
+      if ((k[0] == kIndexTag || k[0] == kLostTag) && k.size() == 5) {
+        known.insert(GetBE32(k.data() + 1));
+      }
+      if (k[0] == kUserTag) ++metadata_keys;
+    }
+    OPT4STORE_RETURN_IF_ERROR(FromRocks(it->status(), "read the old index"));
+  }
+  report->metadata_keys = metadata_keys;
+
   // One atomic batch, applied in order: the old entries, watermarks and
   // lost list go, then the new ones come.
   rocksdb::WriteBatch batch;
@@ -173,7 +223,8 @@ Status DiskTier::Impl::Repair(DiskRepairReport* report) {
     max_seq = std::max(max_seq, value);
   }
   batch.Put(kSequenceKey, Fixed64(max_seq));
-  batch.Put(kNextSegmentKey, Fixed64(numbers.empty() ? 1 : uint64_t{numbers.back()} + 1));
+  batch.Put(kNextSegmentKey,
+            Fixed64(watermarks.empty() ? 1 : uint64_t{watermarks.back().first} + 1));
   batch.Put(kFormatKey, kFormatValue);
   rocksdb::WriteOptions wo;
   wo.sync = true;
@@ -186,7 +237,7 @@ Status DiskTier::Impl::Repair(DiskRepairReport* report) {
     if (newest.count(id) == 0) report->lost.push_back(id);
   }
   std::sort(report->lost.begin(), report->lost.end());
-  return Close();
+  return Status::OK();
 }
 
 }  // namespace opt4store

@@ -84,14 +84,13 @@ Status DiskTier::Impl::IndexWritten(const rocksdb::Status& rs, const std::string
 Status DiskTier::Impl::ResumeIndex() {
   const int stopped = index_stopped_.load(std::memory_order_acquire);
   if (stopped == kRunning) return Status::OK();
-  // After a NoSpace, RocksDB runs its own recovery, and Resume answers
-  // Busy while it does; measured with RocksDB 7.8 on a full tmpfs, that
-  // stays so even once space is back, so the writes stay refused until
-  // the store is reopened (which works, full disk or not).
+  // After a NoSpace, RocksDB's own recovery is off (ManualNoSpaceRecovery
+  // in disk_recovery.cc): Resume flushes the memtable and starts a new WAL,
+  // so writes go on once space is back, and it fails while the disk is full.
   const rocksdb::Status rs = db_->Resume();
   if (rs.IsBusy() || (!rs.ok() && stopped == kStoppedNoSpace)) {
     return Status::NoSpace("the index stopped taking writes when one found the disk full (" +
-                           rs.ToString() + "); free space, then reopen the store");
+                           rs.ToString() + "); writes resume once space is freed");
   }
   OPT4STORE_RETURN_IF_ERROR(FromRocks(rs, "resume the index after a failed write"));
   index_stopped_.store(kRunning, std::memory_order_release);

@@ -68,6 +68,12 @@ class DiskTier::Impl {
 
   Status Open();
   Status Repair(DiskRepairReport* report);
+  // Repair's writes, once the segments were scanned and the space checked:
+  // the old index salvaged, then replaced by `newest` and the watermarks.
+  Status RebuildIndex(const std::string& index_dir,
+                      const std::unordered_map<ItemId, IndexValue>& newest,
+                      const std::vector<std::pair<uint32_t, uint64_t>>& watermarks,
+                      uint64_t max_seq, DiskRepairReport* report);
   Status Put(ItemId id, std::string_view meta, std::string_view payload,
              std::vector<ItemId>* evicted);
   void MultiGet(const ItemId* ids, size_t n, const RecordCallback& fn);

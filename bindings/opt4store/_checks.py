@@ -102,6 +102,15 @@ def check_dir_path(name, value):
     return path
 
 
+def check_sequence(name, value):
+    """A sized, indexable sequence (a list, tuple, numpy array or tensor),
+    not a str or bytes."""
+    if isinstance(value, (str, bytes, bytearray)) or not (
+            hasattr(value, "__len__") and hasattr(value, "__getitem__")):
+        raise InvalidTypeError(f"{name}: expected a sequence of ints, got {_describe(value)}")
+    return value
+
+
 def check_index(name, value, size):
     """An item index in [0, size) (size None: not known yet, only >= 0)."""
     if type(value) is int and 0 <= value and (size is None or value < size):

@@ -6,8 +6,8 @@ import numpy as np
 import torch
 import torch.utils.data
 
-from ._checks import MAX_UINT64, check_callable, check_int
-from ._errors import InvalidTypeError, StaleStoreError
+from ._checks import MAX_UINT64, check_callable, check_index, check_int, check_sequence
+from ._errors import InvalidArgumentError, InvalidTypeError, StaleStoreError
 from ._values import same_value
 from .sampler import PlannedSampler
 from .store import NO_POSITION, WARN_DRIFT, Store
@@ -51,7 +51,8 @@ class CachedDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, dataset, store, sampler=None, transform=None, spot_check=2):
-        if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+        if isinstance(dataset, (str, bytes, bytearray)) or not (
+                hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
             raise InvalidTypeError(f"dataset: expected a map-style Dataset (with __len__ and "
                                    f"__getitem__), got {type(dataset).__name__}")
         if not isinstance(store, Store):
@@ -92,6 +93,11 @@ class CachedDataset(torch.utils.data.Dataset):
     def __getitems__(self, indices):
         """The values of a batch of indices, read from the store in one call;
         the misses are loaded from the dataset and stored."""
+        size = len(self.dataset)
+        for index in check_sequence("indices", indices):
+            if type(index) is not int:
+                check_index("indices", index.item() if isinstance(index, torch.Tensor) else index,
+                            size)
         values = self.load_batch([self._position(index) for index in indices], indices)
         if self.transform is not None:
             values = [self.transform(value) for value in values]
@@ -102,6 +108,9 @@ class CachedDataset(torch.utils.data.Dataset):
         the store a run of distinct indices at a time, each run's misses
         loaded and stored before the next run is read, so that an index
         repeated in a batch is loaded once, as reads one by one would."""
+        if len(check_sequence("positions", positions)) != len(check_sequence("indices", indices)):
+            raise InvalidArgumentError(f"positions and indices: {len(positions)} positions for "
+                                       f"{len(indices)} indices")
         values = []
         start = 0
         while start < len(indices):

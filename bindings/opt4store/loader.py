@@ -212,8 +212,8 @@ class DataLoader:
         return len(self.batch_sampler)
 
     def set_epoch(self, epoch):
-        if hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(epoch)
+        epoch = check_int("epoch", epoch)  # also where the sampler has no set_epoch
+        getattr(self.sampler, "set_epoch", lambda e: None)(epoch)
 
     # ---- resume
 
@@ -228,9 +228,9 @@ class DataLoader:
 
     def load_state_dict(self, state):
         """The next iteration resumes at the first batch `state` had not yielded."""
-        if not isinstance(self.sampler, PlannedSampler):
-            raise InvalidArgumentError("load_state_dict() needs a PlannedSampler")
-        self.sampler.load_state_dict(state["sampler"])
+        if not isinstance(self.sampler, PlannedSampler) or not isinstance(state, dict):
+            raise InvalidArgumentError("load_state_dict() needs a PlannedSampler and a state dict")
+        self.sampler.load_state_dict(state.get("sampler"))  # checks it
 
     # ---- iteration
 

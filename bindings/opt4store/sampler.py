@@ -7,7 +7,8 @@ import torch.utils.data
 
 from . import _core
 from ._epochs import EpochRecorder, PlanWindow, rank_epoch
-from ._errors import InvalidArgumentError
+from ._checks import check_int
+from ._errors import InvalidArgumentError, InvalidTypeError
 
 # Epochs recorded past the one being read: the store's planner runs into
 # the next epoch before the sampler begins it, and the epoch after the one
@@ -94,10 +95,14 @@ class PlannedSampler(torch.utils.data.Sampler):
     """
 
     def __init__(self, sampler, epochs):
-        if epochs < 1:
-            raise InvalidArgumentError("epochs must be at least 1")
+        self.epochs = check_int("epochs", epochs, minimum=1)
+        if isinstance(sampler, (str, bytes, bytearray)) or not isinstance(
+                sampler, torch.utils.data.Sampler) and not (
+                hasattr(sampler, "__iter__") and hasattr(sampler, "__len__")):
+            raise InvalidTypeError(
+                f"sampler: expected a torch Sampler (or an iterable with a length), got "
+                f"{type(sampler).__name__}")
         self.sampler = sampler
-        self.epochs = int(epochs)
         # An unseeded random sampler draws from torch's global generator,
         # which a restarted process does not repeat: give it a generator with
         # a seed drawn here, and keep the seed in the state, so that a resume
@@ -172,6 +177,7 @@ class PlannedSampler(torch.utils.data.Sampler):
     def epoch_ids(self, epoch):
         """Epoch ``epoch``'s indices (uint32), recording up to it if need be.
         Raises InvalidArgumentError for an epoch a long plan let go."""
+        epoch = check_int("epoch", epoch)
         if not 0 <= epoch < self.epochs:
             raise InvalidArgumentError(f"epoch {epoch}: the plan has epochs 0 to {self.epochs - 1}")
         if epoch >= self._recorder.next_epoch:
@@ -239,9 +245,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         beginning, and the epochs in between are never read (a bound store is
         planned from there, as after load_state_dict). An epoch already begun
         cannot be read again: the plan only goes forward."""
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
-            raise TypeError(f"set_epoch: expected an int, got {type(epoch).__name__}")
-        epoch = int(epoch)
+        epoch = check_int("epoch", epoch)
         if epoch == self._epoch:
             return
         if epoch < self._epoch:
@@ -263,7 +267,7 @@ class PlannedSampler(torch.utils.data.Sampler):
 
     def note_yielded(self, count):
         """``count`` of the last take_epoch()'s indices have been handed out."""
-        self._yielded = self._taken_from + int(count)
+        self._yielded = self._taken_from + check_int("count", count)
 
     def _begin_epoch(self):
         """Starts the next recorded epoch: (its first plan index, the index in
@@ -292,7 +296,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         (DataLoader workers read them, and fetch ahead of the loop)."""
         if consumed is None:
             self._check_count_is_exact()
-        done = self._yielded if consumed is None else int(consumed)
+        done = self._yielded if consumed is None else check_int("consumed", consumed)
         epoch = self._current_epoch if self._epoch > 0 else 0
         if done >= self.epoch_length:
             epoch, done = epoch + 1, 0
@@ -371,11 +375,11 @@ class PlannedSampler(torch.utils.data.Sampler):
                 f"this state belongs to another plan (fingerprint {theirs!r}, this sampler's "
                 f"is {self.fingerprint!r}): a different sampler, seed or epoch count (or a "
                 "state saved before the fingerprint named the first epoch only)")
-        try:
-            epoch, start = int(state["epoch"]), int(state["index"])
-        except (KeyError, TypeError, ValueError):
+        if "epoch" not in state or "index" not in state:
             raise InvalidArgumentError(
-                "load_state_dict: the state lacks an integer 'epoch' and 'index'") from None
+                "load_state_dict: the state lacks an integer 'epoch' and 'index'")
+        epoch = check_int("state['epoch']", state["epoch"])
+        start = check_int("state['index']", state["index"])
         if seed != self.seed:
             # Record this order again from its first epoch, with the saved
             # seed (bound CachedDatasets hold the same window, now refilled).

@@ -193,6 +193,9 @@ class Store:
         order, and its host loads from ``source`` (the dataset) what it
         serves to other hosts."""
         dataset_size = check_int("dataset_size", dataset_size, 1, MAX_UINT64)
+        if sampler is not None and not hasattr(sampler, "attach_store"):
+            raise InvalidTypeError(f"sampler: expected an opt4store.PlannedSampler or None, got "
+                                   f"{type(sampler).__name__}")
         if self._core is None and self._cluster is not None:
             def open_core(extra_ram_items, store_size):
                 if self._options.get("ram_items"):
@@ -339,6 +342,8 @@ class Store:
         """Issues ``message`` as a RuntimeWarning the first time any process
         of this store (owner, readers, DataLoader workers) asks with this
         ``kind``: once per store, not once per worker."""
+        check_int("kind", kind, 0, (1 << 32) - 1)  # a WARN_* number
+        check_str("message", message, allow_empty=True)
         core = self._core
         if core is None or core.closed or core.first_warning(kind):
             warnings.warn(message, RuntimeWarning, stacklevel=3)

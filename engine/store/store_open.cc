@@ -93,7 +93,12 @@ Status Store::Impl::ReadManifest(bool* exists) {
     return Status::Corruption("store " + path_ + ": unknown format '" + format + "'");
   }
   std::string text;
-  OPT4STORE_RETURN_IF_ERROR(disk_->GetMeta(kManifestOptionsKey, &text));
+  s = disk_->GetMeta(kManifestOptionsKey, &text);
+  if (s.IsNotFound()) {  // half a manifest (a damaged index): as good as none
+    *exists = false;
+    return Status::OK();
+  }
+  OPT4STORE_RETURN_IF_ERROR(s);
   OPT4STORE_RETURN_IF_ERROR(DecodeManifestOptions(text, &effective_));
   // Absent in a store made without one, or before fingerprints existed.
   Status f = disk_->GetMeta(kManifestFingerprintKey, &effective_.fingerprint);
@@ -398,7 +403,9 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
         OpenDisk(options.disk ? *options.disk : kProvisionalDiskBudget));
     OPT4STORE_RETURN_IF_ERROR(ReadManifest(&exists));
     if (!exists && exists_on_disk && !options.disk) {
-      return Status::Corruption("store " + path + " has an index but no manifest");
+      return Status::Corruption("store " + path + " has an index but no manifest (lost with a "
+                                "damaged index); run 'opt4store repair " + path +
+                                " --dataset-size N --disk SIZE' to write a new one");
     }
   } else if (disk_only_) {
     return Status::NotFound("no store at " + path);

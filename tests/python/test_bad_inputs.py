@@ -68,6 +68,23 @@ def loader(**kw):
     return lambda c: opt4store.DataLoader(c.ds, **kw)
 
 
+def planned(**kw):
+    args = {"sampler": torch.utils.data.SequentialSampler(range(N)), "epochs": 2}
+    args.update(kw)
+    return opt4store.PlannedSampler(**args)
+
+
+def on_sampler(method, *args):
+    return lambda c: getattr(planned(), method)(*args)
+
+
+def resumed(**state):
+    def call(c):
+        sampler = planned()
+        sampler.load_state_dict(dict(sampler.state_dict(consumed=0), **state))
+    return call
+
+
 # (case id, call, exception class, word the message names)
 CASES = [
     # ---- Store(path, ...)
@@ -128,6 +145,7 @@ CASES = [
      "shm_free_bytes_for_testing"),
     # ---- CachedDataset(dataset, store, sampler, transform, spot_check)
     ("dataset-int", dataset(dataset=5), T, "dataset"),
+    ("dataset-str", dataset(dataset="abc"), T, "dataset"),
     ("dataset-store-str", dataset(store="x"), T, "store"),
     ("dataset-sampler-list", dataset(sampler=[1, 2]), T, "sampler"),
     ("dataset-transform-str", dataset(transform="flip"), T, "transform"),
@@ -166,7 +184,31 @@ CASES = [
      "epoch_length"),
     ("read_into-payload_bytes-negative",
      lambda c: c.store.read_into([0], [0], [0], b"", -1, [], []), E, "payload_bytes"),
+    ("bind-sampler-str", lambda c: opt4store.Store(None, ram_items=N).bind(N, "x"), T, "sampler"),
+    ("warn_once-kind-str", lambda c: c.store.warn_once("drift", "message"), T, "kind"),
+    ("warn_once-message-int", lambda c: c.store.warn_once(1, 5), T, "message"),
+    ("getitems-not-a-sequence", lambda c: c.ds.__getitems__(5), T, "indices"),
+    ("getitems-index-str", lambda c: c.ds.__getitems__(["x"]), T, "indices"),
+    ("getitems-index-past-end", lambda c: c.ds.__getitems__([0, N]), R, "indices"),
+    ("load_batch-lengths", lambda c: c.ds.load_batch([0, 1], [0]), E, "positions"),
     ("get-closed-store-arg-unknown", lambda c: c.store.get(0, 0, 1), TypeError, "positional"),
+    # ---- PlannedSampler
+    ("epochs-str", lambda c: planned(epochs="x"), T, "epochs"),
+    ("epochs-float", lambda c: planned(epochs=2.5), T, "epochs"),
+    ("epochs-none", lambda c: planned(epochs=None), T, "epochs"),
+    ("epochs-bool", lambda c: planned(epochs=True), T, "epochs"),
+    ("epochs-zero", lambda c: planned(epochs=0), E, "epochs"),
+    ("epochs-huge", lambda c: planned(epochs=BIG), E, "epochs"),
+    ("planned-sampler-int", lambda c: planned(sampler=5), T, "sampler"),
+    ("planned-sampler-str", lambda c: planned(sampler="abc"), T, "sampler"),
+    ("set_epoch-str", on_sampler("set_epoch", "1"), T, "epoch"),
+    ("set_epoch-float", on_sampler("set_epoch", 1.0), T, "epoch"),
+    ("epoch_ids-str", on_sampler("epoch_ids", "0"), T, "epoch"),
+    ("state_dict-consumed-float", on_sampler("state_dict", 1.5), T, "consumed"),
+    ("state_dict-consumed-negative", on_sampler("state_dict", -1), E, "consumed"),
+    ("note_yielded-str", on_sampler("note_yielded", "3"), T, "count"),
+    ("load_state_dict-epoch-str", resumed(epoch="1"), T, "epoch"),
+    ("load_state_dict-index-float", resumed(index=0.5), T, "index"),
     # ---- opt4store.DataLoader
     ("batch_size-zero", loader(batch_size=0), E, "batch_size"),
     ("batch_size-float", loader(batch_size=1.5), T, "batch_size"),
@@ -186,6 +228,8 @@ CASES = [
     ("device-bad-str", loader(device="gpu!"), E, "device"),
     ("device-float", loader(device=1.5), T, "device"),
     ("loader-unknown-keyword", loader(bogus=1), TypeError, "bogus"),
+    ("loader-set_epoch-float", lambda c: opt4store.DataLoader(c.ds).set_epoch(1.5), T, "epoch"),
+    ("loader-set_epoch-negative", lambda c: opt4store.DataLoader(c.ds).set_epoch(-3), E, "epoch"),
     ("loader-dataset-plain", lambda c: opt4store.DataLoader(UniformDataset(N)), E, "CachedDataset"),
     # ---- to_device / DeviceLoader
     ("to_device-bad-device", lambda c: opt4store.to_device([], "nodevice"), E, "device"),
