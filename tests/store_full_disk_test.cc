@@ -325,6 +325,23 @@ TEST_CASE("full disk: a store at its budget (evicting, compacting, rolling over 
 constexpr uint64_t kSmallItems = 20000;
 const Values kSmall{kSmallItems, ValueShape{16, 48}};
 
+// A store of small values, uncompressed, so that a record's size is known.
+StoreOptions SmallValueOptions(const ScratchStore& scratch) {
+  StoreOptions o = FullDiskOptions(scratch);
+  o.dataset_size = kSmallItems;
+  o.compression = Compression::kNone;
+  return o;
+}
+
+// The first ten small values, before the disk fills: the segment and the
+// index's WAL then have a page each.
+void PutFirstSmallValues(Store* store, std::set<ItemId>* stored) {
+  for (ItemId id = 0; id < 10; ++id) {
+    REQUIRE(PutSample(store, id, kSmall).ok());
+    stored->insert(id);
+  }
+}
+
 // Small values on a full disk: a record still fits in a segment's last
 // page while the index's WAL needs a new one, so RocksDB itself meets the
 // full disk: it then takes no writes until resumed (and syncing its WAL,
@@ -339,17 +356,12 @@ TEST_CASE("full disk: small values, where RocksDB's WAL meets the full disk firs
     return;
   }
   const std::string path = disk.File("store");
-  StoreOptions o = FullDiskOptions(scratch);
-  o.dataset_size = kSmallItems;
-  o.compression = Compression::kNone;
+  const StoreOptions o = SmallValueOptions(scratch);
   std::set<ItemId> stored;
   {
     std::unique_ptr<Store> store;
     REQUIRE(Store::Open(o, path, &store).ok());
-    for (ItemId id = 0; id < 10; ++id) {  // the segment and the WAL have a page each
-      REQUIRE(PutSample(store.get(), id, kSmall).ok());
-      stored.insert(id);
-    }
+    PutFirstSmallValues(store.get(), &stored);
     disk.Fill();
     CHECK(PutUntilFull(store.get(), &stored, kSmall) > 0);
     // The cursor and counters Close saves may meet the full disk too.
@@ -400,16 +412,11 @@ TEST_CASE("full disk: when the index's log is refused, writes resume without a r
     return;
   }
   const std::string path = disk.File("store");
-  StoreOptions o = FullDiskOptions(scratch);
-  o.dataset_size = kSmallItems;
-  o.compression = Compression::kNone;
+  const StoreOptions o = SmallValueOptions(scratch);
   std::set<ItemId> stored;
   std::unique_ptr<Store> store;
   REQUIRE(Store::Open(o, path, &store).ok());
-  for (ItemId id = 0; id < 10; ++id) {
-    REQUIRE(PutSample(store.get(), id, kSmall).ok());
-    stored.insert(id);
-  }
+  PutFirstSmallValues(store.get(), &stored);
   {
     const int fd = open((path + "/segments/000001.seg").c_str(), O_WRONLY | O_APPEND);
     REQUIRE(fd >= 0);

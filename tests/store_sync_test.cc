@@ -35,6 +35,18 @@ using opt4store_test::ValueShape;
 constexpr uint64_t kItems = 400;
 constexpr ItemId kNoValue = 1000;  // the child's report when a Put failed
 
+// A store whose every Put is durable before it returns: 4 items of RAM,
+// so that almost every value lives only on disk.
+StoreOptions SyncEveryOptions(const ScratchStore& scratch) {
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.dataset_size = kItems;
+  o.ram_items = 4;
+  o.disk = 64 << 20;
+  o.sync = SyncMode::kEveryPut;
+  return o;
+}
+
 // Reopens the store at scratch and counts the ids of [0, kItems) it holds,
 // checking each value.
 uint64_t CountFound(const ScratchStore& scratch, const ValueShape& shape,
@@ -67,12 +79,7 @@ TEST_CASE("sync=every: every acknowledged Put survives a SIGKILL right after it"
           "[store][crash]") {
   ScratchStore scratch;
   const ValueShape shape{8 * 1024, 8 * 1024};
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.dataset_size = kItems;
-  o.ram_items = 4;
-  o.disk = 64 << 20;
-  o.sync = SyncMode::kEveryPut;
+  const StoreOptions o = SyncEveryOptions(scratch);
 
   Child child = ForkChild([&](int fd) {
     std::unique_ptr<Store> store;
@@ -103,12 +110,7 @@ TEST_CASE("sync=every: a worker's acknowledged Puts survive a SIGKILL of the own
           "[store][crash]") {
   ScratchStore scratch;
   const ValueShape shape{8 * 1024, 8 * 1024};
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.dataset_size = kItems;
-  o.ram_items = 4;
-  o.disk = 64 << 20;
-  o.sync = SyncMode::kEveryPut;
+  const StoreOptions o = SyncEveryOptions(scratch);
 
   // The owner forks a worker (as a DataLoader does) and waits; the worker
   // Puts through the queue and reports its pid and the count acknowledged.
@@ -178,12 +180,7 @@ TEST_CASE("sync=every: a worker's Put after the owner closed or stopped answerin
   INFO((owner_closes ? "the owner closes" : "the owner stops answering"));
   ScratchStore scratch;
   const ValueShape shape{4 * 1024, 4 * 1024};
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.dataset_size = kItems;
-  o.ram_items = 4;
-  o.disk = 64 << 20;
-  o.sync = SyncMode::kEveryPut;
+  StoreOptions o = SyncEveryOptions(scratch);
   o.fetch_timeout_ms = owner_closes ? 10000 : 300;
   constexpr int64_t kFirst = 20;
 

@@ -16,6 +16,20 @@ import pytest
 
 from o4s_testlib import child_env
 
+# Both children fill the mounted disk as a user's other files would, to the
+# last byte.
+FILL = r"""
+def fill():
+    fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    for chunk in (1 << 16, 4096, 1):
+        try:
+            while True:
+                os.write(fd, b"f" * chunk)
+        except OSError:
+            pass
+    os.close(fd)
+"""
+
 CHILD = r"""
 import json, os, subprocess, sys
 import torch
@@ -24,6 +38,7 @@ from opt4store import NO_POSITION
 
 mnt = sys.argv[1]
 path = os.path.join(mnt, "store")
+""" + FILL + r"""
 
 def value(i):
     return torch.full((16 * 1024,), i % 251, dtype=torch.uint8)
@@ -55,15 +70,6 @@ s.bind(n)
 for i in range(100):
     s.put(NO_POSITION, i, value(i))
     stored.add(i)
-def fill():  # the user's other files, to the last byte
-    fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    for chunk in (1 << 16, 4096, 1):
-        try:
-            while True:
-                os.write(fd, b"f" * chunk)
-        except OSError:
-            pass
-    os.close(fd)
 
 fill()
 refused = put_all(s, n, stored)
@@ -139,20 +145,12 @@ from opt4store import NO_POSITION
 
 mnt = sys.argv[1]
 path = os.path.join(mnt, "store")
+""" + FILL + r"""
 n = 6144  # 4 KiB values: 24 MiB, more than the disk holds
 
 def value(i):
     return torch.full((1024,), float(i))
 
-def fill():
-    fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    for chunk in (1 << 16, 4096, 1):
-        try:
-            while True:
-                os.write(fd, b"f" * chunk)
-        except OSError:
-            pass
-    os.close(fd)
 
 s = opt4store.Store(path, ram_items=20, disk="256MiB", sync="flush")
 s.bind(n)
