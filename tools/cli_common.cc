@@ -91,6 +91,10 @@ Status ParseSizeList(std::string_view text, std::vector<uint64_t>* values) {
   return ParseList<uint64_t>(text, ParseSize, values);
 }
 
+std::string RejectEmpty(const std::string& value) {
+  return value.empty() ? "an empty value; give one or leave the option out" : "";
+}
+
 std::string Plural(uint64_t count, const std::string& noun) {
   return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
 }
@@ -126,6 +130,7 @@ void AddPlanOptions(CLI::App* app, const std::string& file_flag, PlanOptions* op
                   "N: ids are in [0, N). Required with --sampler; for a file, checked "
                   "against every id (default: max id + 1)")
       ->type_name("N")
+      ->check(RejectEmpty)
       ->group(kGroup);
   app->add_option("--epochs", options->epochs, "Epochs to generate (default 1)")
       ->type_name("E")

@@ -53,6 +53,10 @@ std::string FormatPercent(double fraction);
 // printf into a std::string.
 std::string StringPrintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
+// A CLI11 check for options whose empty string would read as "not given"
+// (`--dataset-size ''`): returns the error, or "" when value is not empty.
+std::string RejectEmpty(const std::string& value);
+
 // ---- Plan options -----------------------------------------------------------
 
 // A plan given on the command line: either a file (--input/--plan FILE) or a

@@ -86,10 +86,12 @@ Command AddRepairCommand(CLI::App* parent) {
   AddStoreArgument(app, &options->path);
   app->add_option("--dataset-size", options->dataset_size,
                   "Only when the manifest was lost with the index: the store's dataset size")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(RejectEmpty);
   app->add_option("--disk", options->disk,
                   "Only when the manifest was lost with the index: the disk tier's budget")
-      ->type_name("SIZE");
+      ->type_name("SIZE")
+      ->check(RejectEmpty);
   return Command{app, [options] { return RunRepair(*options); }};
 }
 
