@@ -450,17 +450,24 @@ class ClusterPeer:
 
     def close(self):
         """Stops asking, says goodbye to the peers, and serves them until each
-        has said goodbye too (or is lost), at most peer_timeout seconds.
-        Idempotent."""
+        has said goodbye too (or is lost). A peer still being served (this
+        store's frontier moves) is waited for; the wait ends once no peer was
+        served for twice peer_timeout (a live peer may itself wait
+        peer_timeout for a lost one before it asks again). Idempotent."""
         if self._closed:
             return
         self._closed = True
         self._stop.set()
         self._prefetcher.join()
-        deadline = time.monotonic() + self.peer_timeout
+        frontier, moved_at = self.core.reading_from(), time.monotonic()
         for t in self._senders + self._servers + self._receivers:
-            if t.name.rsplit("-", 1)[1] not in self._lost_ranks():
-                t.join(max(0.0, deadline - time.monotonic()))
+            while t.is_alive() and t.name.rsplit("-", 1)[1] not in self._lost_ranks():
+                t.join(0.05)
+                now, at = time.monotonic(), self.core.reading_from()
+                if at != frontier:
+                    frontier, moved_at = at, now
+                elif now - moved_at > 2 * self.peer_timeout:
+                    break
         waiting = [t.name for t in self._servers + self._receivers
                    if t.is_alive() and t.name.rsplit("-", 1)[1] not in self._lost_ranks()]
         if waiting:
