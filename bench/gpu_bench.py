@@ -30,12 +30,16 @@ Configurations:
   lru_ram            policy="lru", RAM only, 30% of the decoded bytes
   opt_disk_prefetch  policy="opt", RAM 30% + the disk tier, default prefetch
 
-each run twice: "copy" moves every batch with a blocking .to(device) from
-pageable memory (what a training loop without pin_memory does), and
-"to_device" wraps the loader in opt4store.to_device (a background thread
-pulls batches ahead, through reused pinned buffers, copied on a side
-stream while the model computes). "ratios" has each configuration's total
-against no_cache with the same transfer, and to_device against copy.
+each run with up to three transfers: "copy" moves every batch of torch's
+DataLoader with a blocking .to(device) from pageable memory (what a training
+loop without pin_memory does); "to_device" wraps that loader in
+opt4store.to_device (a background thread pulls batches ahead, through
+reused pinned buffers, copied on a side stream while the model computes);
+"loader" (store configurations only) is opt4store.DataLoader(device=...),
+which assembles hits natively into pinned batch slots and copies them on a
+side stream. "ratios" has each configuration's total against no_cache with
+the same transfer (the loader's against no_cache's copy), and to_device and
+loader against copy. --configs and --transfers run a subset.
 
 One training step: x.float()/255, normalised, forward under autocast, cross
 entropy against synthetic labels (index % classes), backward through the
@@ -54,7 +58,7 @@ the floor measured in the same process.
 
 Every configuration compares the items it returns at 64 fixed indices with
 a decode made before the runs, on the device and without synchronising
-(DeviceChecker); a mismatch makes the exit status 1.
+(DeviceChecker: the batch's indices travel with it and pick the references); a mismatch makes the exit status 1.
 
 Without CUDA the script writes {"skipped": reason} and exits 0 (keeping a
 results file from a GPU machine if the --json path holds one), unless
@@ -106,7 +110,7 @@ CLASSES = 1000
 WARMUP_STEPS = 10
 MODELS = ("resnet50", "mobilenetv3_small_100", "vit_base_patch16_224")
 CONFIGS = ("no_cache", "lru_ram", "opt_disk_prefetch")
-TRANSFERS = ("copy", "to_device")
+TRANSFERS = ("copy", "to_device", "loader")
 SETTINGS = ("standard", "heavy")
 # The reference's seconds for 5 epochs of resnet50 (its table; its dataset).
 REFERENCE_RESNET50 = {"no_cache": 84.2, "lru": 69.5, "opt": 42.7}
@@ -258,75 +262,76 @@ def store_options(name, decoded):
 
 class DeviceChecker:
     """Compares the returned items at the reference indices with their decode
-    on the device, without waiting for the GPU: each comparison adds to a
-    device-side count, read once per run. A check that synchronised on every
-    batch would drain the GPU's queue and erase the overlap being measured.
-    The indices come as a host list (IndexedBatches), so no copy back either."""
+    on the device, without waiting for the GPU: the batch's indices (moved to
+    the device with the batch) pick each row's reference, and the mismatches
+    add to a device-side count, read once per run. A check that synchronised
+    on every batch would drain the GPU's queue and erase the overlap being
+    measured."""
 
-    def __init__(self, reference, device):
-        self.reference = {i: t.to(device) for i, t in reference.items()}
-        self.checked = 0
-        self.mismatches = torch.zeros((), dtype=torch.int64, device=device)
+    def __init__(self, reference, n, device):
+        keys = sorted(reference)
+        self.reference = torch.stack([reference[i] for i in keys]).to(device)
+        slots = torch.full((n,), -1, dtype=torch.int64)
+        slots[keys] = torch.arange(len(keys))
+        self.slots = slots.to(device)
+        self.counted = torch.zeros(2, dtype=torch.int64, device=device)  # checked, wrong
 
-    def __call__(self, x, indices):
-        for k, i in enumerate(indices):
-            ref = self.reference.get(i)
-            if ref is not None:
-                self.checked += 1
-                self.mismatches += (x[k] != ref).any()
+    def __call__(self, x, idx):
+        slot = self.slots[idx.to(self.slots.device, non_blocking=True)]
+        checked = slot >= 0
+        differs = (x != self.reference[slot.clamp(min=0)]).flatten(1).any(1)
+        self.counted += torch.stack([checked.sum(), (differs & checked).sum()])
+
+    @property
+    def checked(self):
+        return int(self.counted[0])
 
     @property
     def wrong(self):
-        return int(self.mismatches)
+        return int(self.counted[1])
 
 
-class IndexedBatches:
-    """(x, idx, idx as a list of ints) per batch: to_device moves the tensors
-    and leaves the list on the host."""
-
-    def __init__(self, loader):
-        self.loader = loader
-
-    def __len__(self):
-        return len(self.loader)
-
-    def __iter__(self):
-        # The loader's iterator (and its workers) start here, in the caller's
-        # thread, even when to_device advances it from its own thread.
-        batches = iter(self.loader)
-        return ((x, idx, idx.tolist()) for x, idx in batches)
-
-
-def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
+def make_loader(config, transfer, ds, trainer, workers, epochs, store_dir):
+    """(batches of (x, idx) for the training loop, the store or None)."""
     decoded = len(ds) * 3 * OUT * OUT
     options = store_options(config, decoded)
     shuffle = torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(SEED))
-    store = None
     if options is None:
-        data, sampler = ds, shuffle
-    else:
-        path = store_dir if options["disk"] else None
-        if path:
-            shutil.rmtree(path, ignore_errors=True)
-        store = opt4store.Store(path, **options)
-        sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
-        data = opt4store.CachedDataset(ds, store, sampler)
+        loader = torch.utils.data.DataLoader(WithIndex(ds), sampler=shuffle, batch_size=BATCH,
+                                             num_workers=workers, persistent_workers=workers > 0)
+        return (opt4store.to_device(loader, trainer.device) if transfer == "to_device"
+                else loader), None
+    path = store_dir if options["disk"] else None
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
+    store = opt4store.Store(path, **options)
+    sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
+    if transfer == "loader":
+        # The cached value is (sample, index), so that the native loader's
+        # batches carry their indices as torch's do.
+        data = opt4store.CachedDataset(WithIndex(ds), store, sampler)
+        return opt4store.DataLoader(data, sampler=sampler, batch_size=BATCH, num_workers=workers,
+                                    persistent_workers=workers > 0, device=trainer.device), store
+    data = opt4store.CachedDataset(ds, store, sampler)
     loader = torch.utils.data.DataLoader(WithIndex(data), sampler=sampler, batch_size=BATCH,
                                          num_workers=workers, persistent_workers=workers > 0)
-    batches = IndexedBatches(loader)
-    if transfer == "to_device":
-        batches = opt4store.to_device(batches, trainer.device)
-    checker = DeviceChecker(reference, trainer.device)
+    return (opt4store.to_device(loader, trainer.device) if transfer == "to_device"
+            else loader), store
+
+
+def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
+    batches, store = make_loader(config, transfer, ds, trainer, workers, epochs, store_dir)
+    checker = DeviceChecker(reference, len(ds), trainer.device)
     times, per_epoch, previous = [], [], {}
     for _ in range(epochs):
         t0 = time.perf_counter()
         checking = 0.0
-        for x, idx, indices in batches:
+        for x, idx in batches:
             if transfer == "copy":
                 x = x.to(trainer.device)
             trainer(x, idx)
             c0 = time.perf_counter()
-            checker(x, indices)
+            checker(x, idx)
             checking += time.perf_counter() - c0
         trainer.sync()
         times.append(time.perf_counter() - t0 - checking)
@@ -334,11 +339,10 @@ def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
             now = store.stats()
             per_epoch.append({k: now.get(k, 0) - previous.get(k, 0) for k in STAT_KEYS})
             previous = dict(now)
-    del batches, loader
+    del batches
     if store is not None:
         store.close()
-        if options["disk"]:
-            shutil.rmtree(store_dir, ignore_errors=True)
+        shutil.rmtree(store_dir, ignore_errors=True)
     return {"epoch_times": times, "total": sum(times), "per_epoch": per_epoch,
             "checked": checker.checked, "wrong": checker.wrong}
 
@@ -361,21 +365,23 @@ def machine(device):
 
 def ratios(results):
     """Per model and worker count: each configuration's total against no_cache
-    with the same transfer, and to_device against copy."""
+    with the same transfer (the native loader, which needs a store, against
+    no_cache's copy), and to_device and the native loader against copy."""
     out = {}
     for model, by_workers in results.items():
         for workers, runs in by_workers.items():
             r = {}
             for transfer in TRANSFERS:
-                base = runs.get(f"no_cache/{transfer}")
+                base = runs.get(f"no_cache/{transfer}") or runs.get("no_cache/copy")
                 for config in CONFIGS[1:]:
                     run_ = runs.get(f"{config}/{transfer}")
                     if base and run_:
                         r[f"{config}/{transfer} vs no_cache"] = run_["total"] / base["total"]
             for config in CONFIGS:
-                a, b = runs.get(f"{config}/to_device"), runs.get(f"{config}/copy")
-                if a and b:
-                    r[f"{config}: to_device vs copy"] = a["total"] / b["total"]
+                for transfer in TRANSFERS[1:]:
+                    a, b = runs.get(f"{config}/{transfer}"), runs.get(f"{config}/copy")
+                    if a and b:
+                        r[f"{config}: {transfer} vs copy"] = a["total"] / b["total"]
             out[f"{model}/{workers}"] = r
     return out
 
@@ -446,6 +452,10 @@ def main():
     parser.add_argument("--models", default=None, help="comma-separated timm names, or tiny")
     parser.add_argument("--workers", default=None,
                         help="comma-separated (default: standard 0,8, heavy 8)")
+    parser.add_argument("--configs", default=",".join(CONFIGS),
+                        help=f"comma-separated, of {','.join(CONFIGS)}")
+    parser.add_argument("--transfers", default=",".join(TRANSFERS),
+                        help=f"comma-separated, of {','.join(TRANSFERS)}")
     parser.add_argument("--images", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--device", default="cuda")
@@ -485,6 +495,10 @@ def main():
              ["standard"] if args.quick else list(SETTINGS))
     if not names or any(name not in SETTINGS for name in names):
         parser.error(f"--settings: each of {', '.join(SETTINGS)}")
+    configs, transfers = args.configs.split(","), args.transfers.split(",")
+    if any(c not in CONFIGS for c in configs) or any(t not in TRANSFERS for t in transfers):
+        parser.error(f"--configs: each of {', '.join(CONFIGS)}; "
+                     f"--transfers: each of {', '.join(TRANSFERS)}")
     n = args.images or (96 if args.quick else 1000)
     epochs = args.epochs or (2 if args.quick else 5)
     store_dir = os.path.join(args.dir, "store")
@@ -511,6 +525,7 @@ def main():
                 "sample_shape": [3, OUT, OUT], "decoded_bytes": n * 3 * OUT * OUT,
                 "ram_ratio": RAM_RATIO, "epochs": epochs, "batch": BATCH,
                 "workers": s.get("workers", []), "models": s.get("models", []),
+                "configs": configs, "transfers": transfers,
                 "amp": device.type == "cuda", "warmup_steps": WARMUP_STEPS,
                 "floor_repeats": FLOOR_REPEATS,
                 "checked_indices": len(s["reference"]) if s else 0,
@@ -537,8 +552,10 @@ def main():
             results[name][model] = {}
             for workers in setup["workers"]:
                 runs = {}
-                for config in CONFIGS:
-                    for transfer in TRANSFERS:
+                for config in configs:
+                    for transfer in transfers:
+                        if config == "no_cache" and transfer == "loader":
+                            continue  # opt4store.DataLoader loads a CachedDataset
                         r = run(config, transfer, setup["ds"], trainer, setup["reference"],
                                 workers, epochs, store_dir)
                         if config != "no_cache":
