@@ -26,7 +26,8 @@
 #                                            workers; resnet50, 8 workers;
 #                                            heavy), IMAGES images (default
 #                                            400), no_cache and opt + disk;
-#                                            logs and JSON files into DIR
+#                                            logs and a JSON file per part
+#                                            into DIR
 #
 # The GPU machine (the `device` tool) reaches no package registry and has
 # none of RocksDB, liburing, LZ4's headers, CLI11 or nlohmann-json; it has CUDA, python3 with
@@ -84,10 +85,12 @@ build() {
   "$PYTHON" -c 'import torch' || die "$PYTHON cannot import torch"
   log "torch $("$PYTHON" -c 'import torch; print(torch.__version__, torch.version.cuda)'), cmake $(cmake --version | head -1)"
   # shellcheck disable=SC2086  # CMAKE_ARGS is a list of -D flags
+  # Each step checked: `set -e` does not act inside a function called
+  # before || (as `all` calls this one).
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo $CMAKE_ARGS \
     -DPython_EXECUTABLE="$(command -v "$PYTHON")" \
-    -DOPT4STORE_BUILD_BENCH=OFF >/dev/null
-  cmake --build "$BUILD" -j "$(nproc)"
+    -DOPT4STORE_BUILD_BENCH=OFF >/dev/null || die "cmake could not configure $BUILD"
+  cmake --build "$BUILD" -j "$(nproc)" || die "the build in $BUILD failed"
   export PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
 }
 
@@ -114,18 +117,19 @@ check() {
 all() {
   local dir=${1:?usage: bench/gpu_device.sh all DIR [IMAGES]} images=${2:-400}
   mkdir -p "$dir"
-  build >"$dir/build.log" 2>&1 || { tail -40 "$dir/build.log"; die "build failed"; }
+  build >/tmp/opt4store-gpu-build.log 2>&1 \
+    || { tail -40 /tmp/opt4store-gpu-build.log; die "build failed"; }
   (
     set +e
     renice -n 19 -p "$BASHPID" >/dev/null
-    ctest --test-dir "$BUILD" --output-on-failure -j 8 >"$dir/ctest.log" 2>&1
-    echo "ctest exit $?" >>"$dir/ctest.log"
+    ctest --test-dir "$BUILD" --output-on-failure -j 8 >"$dir/tests.log" 2>&1
+    echo "ctest exit $?" >>"$dir/tests.log"
     # A hung test fails after 240 s instead of holding the lease.
     local timeout=()
     "$PYTHON" -c 'import pytest_timeout' 2>/dev/null && timeout=(--timeout 240)
     OPT4STORE_BUILD_DIR="$BUILD" "$PYTHON" -m pytest -q -p no:cacheprovider -rfE "${timeout[@]}" \
-      tests/python >"$dir/pytest.log" 2>&1
-    echo "pytest exit $?" >>"$dir/pytest.log"
+      tests/python >>"$dir/tests.log" 2>&1
+    echo "pytest exit $?" >>"$dir/tests.log"
   ) &
   local tests=$!
   (
@@ -135,15 +139,21 @@ all() {
     echo "pip_install_check exit $?" >>"$dir/pip.log"
   ) &
   local pip=$!
+  # One results file per part, most wanted first, so that a lease cut short
+  # still brings back whole parts (gpu_bench.py --merge joins them).
   local run=("$PYTHON" bench/gpu_bench.py --dir /var/tmp/opt4store-gpu --images "$images"
              --configs no_cache,opt_disk_prefetch)
   {
-    "${run[@]}" --settings standard --workers 0 --json "$dir/standard-0.json"
-    "${run[@]}" --settings standard --models resnet50 --workers 8 --json "$dir/standard-8.json"
+    "${run[@]}" --settings standard --models resnet50 --workers 0 --json "$dir/resnet50-0.json"
+    "${run[@]}" --settings standard --models resnet50 --workers 8 --json "$dir/resnet50-8.json"
     "${run[@]}" --heavy --json "$dir/heavy.json"
+    "${run[@]}" --settings standard --models mobilenetv3_small_100 --workers 0 \
+      --json "$dir/mobilenet-0.json"
+    "${run[@]}" --settings standard --models vit_base_patch16_224 --workers 0 \
+      --json "$dir/vit-0.json"
   } >"$dir/bench.log" 2>&1 || log "the benchmark failed (bench.log)"
   wait "$tests" "$pip" || true
-  grep -h -E 'exit [0-9]+$' "$dir"/ctest.log "$dir"/pytest.log "$dir"/pip.log
+  grep -h -E 'exit [0-9]+$' "$dir"/tests.log "$dir"/pip.log
 }
 
 case "${1:-}" in
