@@ -17,6 +17,7 @@ Quick start::
 
 import torch  # noqa: F401  (loads libtorch before the extension needs it)
 
+from . import _fork  # noqa: F401  (forked children never collect the parent's CUDA objects)
 from ._errors import (BusyError, CorruptionError, Error, InvalidArgumentError, InvalidTypeError,
                       IOError_, NoSpaceError, NotFoundError, OutOfRangeError, StaleStoreError)
 from ._sizes import parse_size
