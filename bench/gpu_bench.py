@@ -414,7 +414,7 @@ def merge_setting(blocks, name):
     return out
 
 
-def merge(paths, out_path):
+def merge(paths, out_path, note=None):
     """One results file from runs split across commands (the GPU machine
     allows 10 minutes a command). They must share the machine kind and, per
     setting, the settings other than models and workers. A model's floor is
@@ -437,6 +437,9 @@ def merge(paths, out_path):
     out["wrong"] = sum(p["wrong"] for p in parts)
     out["took_s"] = sum(p["took_s"] for p in parts)
     out["merged_from"] = [os.path.basename(p) for p in paths]
+    out["loads_at_start"] = [p["machine"].get("load", [None])[0] for p in parts]
+    if note:
+        out["note"] = note
     with open(out_path, "w") as f:
         json.dump(out, f, indent=1)
     print(f"wrote {out_path} from {len(parts)} runs; {out['wrong']} wrong samples")
@@ -464,10 +467,12 @@ def main():
     parser.add_argument("--merge", nargs="+", metavar="FILE",
                         help="join the results of several runs (one model each, say) "
                              "into --json; runs nothing")
+    parser.add_argument("--note", default=None,
+                        help="with --merge: how the runs were made, for the report")
     args = parser.parse_args()
     if args.merge:
         return merge(args.merge, args.json or os.path.join(
-            os.path.dirname(os.path.abspath(__file__)), "results", "gpu_bench.json"))
+            os.path.dirname(os.path.abspath(__file__)), "results", "gpu_bench.json"), args.note)
 
     here = os.path.dirname(os.path.abspath(__file__))
     json_path = args.json or os.path.join(

@@ -27,7 +27,8 @@
 #                                            heavy), IMAGES images (default
 #                                            400), no_cache and opt + disk;
 #                                            logs and a JSON file per part
-#                                            into DIR
+#                                            into DIR (join them here with
+#                                            gpu_bench.py --merge ... --note)
 #
 # The GPU machine (the `device` tool) reaches no package registry and has
 # none of RocksDB, liburing, LZ4's headers, CLI11 or nlohmann-json; it has CUDA, python3 with
