@@ -349,6 +349,9 @@ class PyStore {
   void BeginEpoch(uint64_t position) { Checked()->BeginEpoch(position); }
   uint64_t ReadingFrom() { return Checked()->ReadingFrom(); }
   bool FirstWarning(uint32_t kind) { return Checked()->FirstWarning(kind); }
+  void CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_out) {
+    Checked()->CountPeerTraffic(hits, bytes_in, bytes_out);
+  }
   std::string Handle() { return Checked()->handle(); }
   bool IsOwner() { return Checked()->IsOwner(); }
   uint64_t DatasetSize() { return Checked()->dataset_size(); }
@@ -501,6 +504,8 @@ PYBIND11_MODULE(_core, m) {
       .def("begin_epoch", &PyStore::BeginEpoch, py::arg("position"))
       .def("reading_from", &PyStore::ReadingFrom)
       .def("first_warning", &PyStore::FirstWarning, py::arg("kind"))
+      .def("count_peer_traffic", &PyStore::CountPeerTraffic, py::arg("hits") = 0,
+           py::arg("bytes_in") = 0, py::arg("bytes_out") = 0)
       .def("handle", &PyStore::Handle)
       .def("is_owner", &PyStore::IsOwner)
       .def("dataset_size", &PyStore::DatasetSize)

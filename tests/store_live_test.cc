@@ -228,3 +228,36 @@ TEST_CASE("LiveStore reads another process's store; a killed owner's file is ign
   REQUIRE(next->Close().ok());
   CHECK(!std::filesystem::exists(path + "/OWNER"));
 }
+
+TEST_CASE("peer traffic counted in any process shows in Stats, the CLI, and the last run's",
+          "[store_live]") {
+  TempDir dir;
+  const std::string path = CreateStore(dir, 10);
+  std::unique_ptr<Store> owner = MustOwnAndServe(path);
+  owner->CountPeerTraffic(2, 3000, 0);
+  // A forked process adds to the same shared counters (a cluster host's
+  // processes all count into its store).
+  opt4store_test::Child child = opt4store_test::ForkChild([&](int) {
+    owner->CountPeerTraffic(1, 500, 7000);
+    return 0;
+  });
+  const int status = opt4store_test::Reap(child.pid);
+  close(child.fd);
+  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  const StoreStats st = owner->Stats();
+  CHECK(st.peer_hits == 3);
+  CHECK(st.peer_bytes_in == 3500);
+  CHECK(st.peer_bytes_out == 7000);
+  const Json live = ParseJson(CliOk(dir, {"stats", path, "--json"}));
+  CHECK(live.at("peer_hits") == 3);
+  CHECK(live.at("peer_bytes_out") == 7000);
+  CHECK(CliOk(dir, {"stats", path}).find("peer_hits") != std::string::npos);
+
+  REQUIRE(owner->Close().ok());
+  owner->CountPeerTraffic(5, 5, 5);  // closed: counts nothing
+  const Json closed = ParseJson(CliOk(dir, {"stats", path, "--json"}));
+  CHECK(closed.at("last_run") == true);
+  CHECK(closed.at("peer_hits") == 3);
+  CHECK(closed.at("peer_bytes_in") == 3500);
+  CHECK(closed.at("peer_bytes_out") == 7000);
+}

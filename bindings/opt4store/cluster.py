@@ -29,9 +29,10 @@ the hosts' stores act as one cache:
 An arrival and its read carry an id of their own in the host's store
 (opt4store/_cluster_plan.py): readers turn a read's (position, index) into
 it (ClusterReader.store_ids). What the host's processes share lives in a
-small file in /dev/shm (the state): the peer counters, a flag per lost
-host, and per arrival whether it came, so that any reader knows when to
-stop waiting.
+small file in /dev/shm (the state): a flag per lost host, and per arrival
+whether it came, so that any reader knows when to stop waiting. The peer
+counters (peer_hits, peer_bytes_in, peer_bytes_out) are the store's own, in
+its stats table (Store.count_peer_traffic).
 """
 
 import atexit
@@ -53,8 +54,6 @@ from ._errors import InvalidArgumentError
 
 _REQUEST, _BYE, _REPLY = 1, 2, 3
 _TAG_REQUEST, _TAG_REPLY = 71, 72
-PEER_STATS = ("peer_hits", "peer_bytes_in", "peer_bytes_out")
-_WANTED = len(PEER_STATS)  # the state's word after the counters
 _NO_POSITION = _core.NO_POSITION
 
 
@@ -67,26 +66,22 @@ def _state_path(handle):
 
 class ClusterState:
     """The host's shared state (see the module's docstring): int64 words,
-    the counters, then a gone flag per host, then per arrival 0 (not yet),
+    the highest read position a reader waits for an arrival at, then a
+    gone flag per host, then per arrival 0 (not yet),
     1 (in the store) or 2 (it will not come: load it from the source)."""
 
     def __init__(self, path, hosts, arrivals, create=False):
         self.path, self.hosts, self.arrivals = path, hosts, arrivals
-        words = len(PEER_STATS) + 1 + hosts + arrivals
+        words = 1 + hosts + arrivals
         if create:
             initial = np.zeros(words, np.int64)
             temporary = f"{path}.{os.getpid()}.tmp"
             initial.tofile(temporary)
             os.replace(temporary, path)
         self.words = np.memmap(path, dtype=np.int64, mode="r+", shape=(words,))
-        self.counters = self.words[:len(PEER_STATS)]
-        # the highest read position a reader waits for an arrival at
-        self.wanted = self.words[_WANTED:_WANTED + 1]
-        self.gone = self.words[_WANTED + 1:_WANTED + 1 + hosts]
-        self.arrived = self.words[_WANTED + 1 + hosts:]
-
-    def stats(self):
-        return {name: int(self.counters[k]) for k, name in enumerate(PEER_STATS)}
+        self.wanted = self.words[0:1]
+        self.gone = self.words[1:1 + hosts]
+        self.arrived = self.words[1 + hosts:]
 
     def remove(self):
         try:
@@ -297,7 +292,7 @@ class ClusterPeer:
         self.dist.send(torch.from_numpy(table), dst=peer, group=self.group, tag=_TAG_REPLY)
         if len(blob):
             self.dist.send(torch.from_numpy(blob), dst=peer, group=self.group, tag=_TAG_REPLY)
-        self.state.counters[2] += len(blob)
+        self.core.count_peer_traffic(bytes_out=len(blob))
 
     # ---- the prefetcher
 
@@ -431,10 +426,11 @@ class ClusterPeer:
                     self.core.put_encoded(position, store_id, meta, payload)
                 except Exception as e:
                     self.errors.append(f"{type(e).__name__}: {e}")
-                self.state.counters[1] += meta_len + payload_len
+                self.core.count_peer_traffic(bytes_in=meta_len + payload_len)
             self.core.mark_consumed(position, store_id)
             held = not failed and int(self.core.locate(np.array([store_id]))[0]) != 0
-            self.state.counters[0] += int(held)
+            if held:
+                self.core.count_peer_traffic(hits=1)
             self.state.arrived[j] = 1 if held else 2
 
     def _give_up(self, mine):
@@ -542,10 +538,6 @@ class ClusterSharing:
             # blocked in a receive would abort the interpreter's exit.
             atexit.register(self.peer.close)
         return core, owner
-
-    def stats(self):
-        return self.reader.state.stats() if self.reader is not None else \
-            {name: 0 for name in PEER_STATS}
 
     def close(self):
         if self.peer is not None:

@@ -10,7 +10,7 @@ import torch
 from . import _core, _values
 from ._checks import (MAX_UINT64, check_bool, check_dir_path, check_index, check_int,
                       check_number, check_position, check_str, int_array)
-from .cluster import PEER_STATS, ClusterSharing
+from .cluster import ClusterSharing
 from .distributed import LocalSharing
 from ._errors import InvalidArgumentError, InvalidTypeError, IOError_
 from ._sizes import parse_size
@@ -435,13 +435,8 @@ class Store:
         of the one stats table (README, "Stats"). Zeros before the store
         opens."""
         if self._core is None or self._core.closed:
-            stats = _core.zero_stats()
-        else:
-            stats = self._core.stats()
-        if self._cluster is not None or self._peer_reader is not None:
-            stats.update(self._peer_reader.state.stats() if self._peer_reader is not None
-                         else {name: 0 for name in PEER_STATS})
-        return stats
+            return _core.zero_stats()
+        return self._core.stats()
 
     def flush(self):
         """Makes every earlier write durable and saves the cursor."""

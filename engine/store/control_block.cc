@@ -8,7 +8,7 @@ namespace {
 
 constexpr uint64_t kMagic = 0x6f707434637472ull;  // "opt4ctr"
 // 3: the disk tier's gauges; 4: sync_every, the last write error; 5: record places
-constexpr uint32_t kVersion = 5;
+constexpr uint32_t kVersion = 6;
 
 uint64_t RingOffset() { return (sizeof(ControlBlock::Header) + 4095) & ~uint64_t{4095}; }
 uint64_t BitsOffset() { return RingOffset() + ControlBlock::kRingSize * 8; }

@@ -62,6 +62,10 @@ struct SharedCounters {
   std::atomic<uint64_t> fetch_timeouts{0};
   std::atomic<uint64_t> expect_waits{0};     // misses that waited for another reader's Put
   std::atomic<uint64_t> expect_timeouts{0};  // ... in vain
+  // A cluster store's traffic with other hosts (Store::CountPeerTraffic).
+  std::atomic<uint64_t> peer_hits{0};
+  std::atomic<uint64_t> peer_bytes_in{0};
+  std::atomic<uint64_t> peer_bytes_out{0};
 };
 
 // A double as the bits of a 64-bit atomic, and back.

@@ -28,6 +28,14 @@ uint64_t Store::Impl::ReadingFrom() const {
   return std::max(frontier, ctl_->header()->epoch_start.load(std::memory_order_acquire));
 }
 
+void Store::Impl::CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_out) {
+  if (!ctl_) return;
+  SharedCounters& c = ctl_->counters();
+  c.peer_hits.fetch_add(hits, std::memory_order_relaxed);
+  c.peer_bytes_in.fetch_add(bytes_in, std::memory_order_relaxed);
+  c.peer_bytes_out.fetch_add(bytes_out, std::memory_order_relaxed);
+}
+
 bool Store::Impl::FirstWarning(uint32_t kind) {
   if (kind >= 64) return true;
   if (!ctl_) {
@@ -298,6 +306,9 @@ void Store::BeginEpoch(uint64_t position) { impl_->BeginEpoch(position); }
 Status Store::AppendPlan(std::vector<ItemId> ids) { return impl_->AppendPlan(std::move(ids)); }
 uint64_t Store::ReadingFrom() const { return impl_->ReadingFrom(); }
 bool Store::FirstWarning(uint32_t kind) { return impl_->FirstWarning(kind); }
+void Store::CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_out) {
+  impl_->CountPeerTraffic(hits, bytes_in, bytes_out);
+}
 Status Store::Flush() { return impl_->Flush(); }
 Status Store::Compact() { return impl_->Compact(); }
 Status Store::Verify(StoreVerifyReport* report) { return impl_->Verify(report); }

@@ -92,6 +92,7 @@ class Store::Impl : private ResidencyTiers {
   void BeginEpoch(uint64_t position);
   uint64_t ReadingFrom() const;
   bool FirstWarning(uint32_t kind);
+  void CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_out);
   Status Flush();
   Status Compact();
   Status Verify(StoreVerifyReport* report);

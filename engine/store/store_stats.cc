@@ -18,7 +18,8 @@ namespace {
 
 bool IsRunCounter(const StatField& field) {
   const std::string_view group = field.group;
-  return ((group == "reads" || group == "planner") && field.kind != StatKind::kFlag) ||
+  return ((group == "reads" || group == "planner" || group == "peers") &&
+          field.kind != StatKind::kFlag) ||
          std::string_view(field.name) == "disk_write_amplification";
 }
 
@@ -107,6 +108,9 @@ void ReadSharedStats(const ControlBlock* ctl, RamTier* ram, StoreStats* st) {
     st->fetch_timeouts = c.fetch_timeouts.load();
     st->expect_waits = c.expect_waits.load();
     st->expect_timeouts = c.expect_timeouts.load();
+    st->peer_hits = c.peer_hits.load();
+    st->peer_bytes_in = c.peer_bytes_in.load();
+    st->peer_bytes_out = c.peer_bytes_out.load();
     const OwnerGauges& g = ctl->gauges();
     st->prefetched = g.prefetched.load();
     st->prefetch_bytes = g.prefetch_bytes.load();

@@ -227,6 +227,10 @@ class Store {
   // is issued once per store rather than once per worker. Kinds 0 to 31
   // are the engine's own (see store_impl.h), 32 to 63 its callers'.
   bool FirstWarning(uint32_t kind);
+  // Adds to the peer counters of Stats() (peer_hits, peer_bytes_in,
+  // peer_bytes_out): a cluster store's traffic with other hosts, which the
+  // caller moves (the Python package's cluster code). No-op when closed.
+  void CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_out);
 
   // ---- Owner only (InvalidArgument in a reader).
 

@@ -13,7 +13,7 @@
 // kNanos a duration, kReal a number with decimals, kFlag yes or no.
 //
 // Counters of reads are totals over every process that used the store. The
-// owner saves them (and the planner's) when it closes; an admin open (the
+// owner saves them (and the planner's and the peers') when it closes; an admin open (the
 // CLI) shows that last run's, with last_run set. While a process owns the
 // store, every process of its run and `opt4store stats` (live_store.h) show
 // live with the owner's pid.
@@ -28,8 +28,8 @@
   X(owner, uint64_t, owner_pid, kCount,                                                            \
     "that process's pid; 0 when the store is not open")                                            \
   X(reads, bool, last_run, kFlag,                                                                  \
-    "the store is not open: reads, planner counters and write amplification are its last "       \
-    "run's, saved at close")                                                                       \
+    "the store is not open: reads, planner and peer counters and write amplification are its "    \
+    "last run's, saved at close")                                                                  \
   X(reads, uint64_t, accesses, kCount, "Gets")                                                     \
   X(reads, uint64_t, hits_ram, kCount, "served from the RAM tier")                                 \
   X(reads, uint64_t, hits_disk, kCount, "served by an on-demand disk read")                        \
@@ -54,6 +54,9 @@
   X(planner, uint64_t, disk_put_errors, kCount, "writes the disk tier refused (full disk)")        \
   X(planner, uint64_t, abandoned_positions, kCount,                                                \
     "positions passed unread: skipped, or left behind")                                            \
+  X(peers, uint64_t, peer_hits, kCount, "reads served by a value another host sent (cluster)")    \
+  X(peers, uint64_t, peer_bytes_in, kBytes, "bytes of values received from other hosts")           \
+  X(peers, uint64_t, peer_bytes_out, kBytes, "bytes of values sent to other hosts")                \
   X(cursor, uint64_t, epoch, kCount, "the readers' frontier: its epoch")                           \
   X(cursor, uint64_t, position, kCount, "the readers' frontier: its position in the plan")         \
   X(cursor, uint64_t, total_positions, kCount, "positions in the plan; 0 without a plan")          \
