@@ -66,6 +66,12 @@ def _host(rank, cfg):
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=rank,
                                                shuffle=True, seed=SEED)
     sampler = opt4store.PlannedSampler(base, epochs=EPOCHS)
+    begin = (0, 0)  # (epoch, index) this run starts at
+    if cfg.get("resume"):  # one checkpoint for every rank, loaded before binding
+        with open(cfg["resume"]) as f:
+            state = json.load(f)
+        sampler.load_state_dict(state)
+        begin = (state["epoch"], state["index"])
     local_world = cfg.get("local_world", 1)
     path = cfg["store"] + f"/host{rank // local_world}" if cfg.get("disk") else None
     store = opt4store.Store(path, ram_items=cfg["ram_items"], disk=cfg.get("disk") or 0,
@@ -81,10 +87,11 @@ def _host(rank, cfg):
             ds, sampler=sampler, batch_size=BATCH, num_workers=cfg["workers"],
             multiprocessing_context=context, persistent_workers=context == "spawn")
         length = sampler.epoch_length
-        wrong, seen = 0, 0
-        for epoch in range(EPOCHS):
+        wrong, seen, stop, read = 0, 0, cfg.get("stop_at"), []
+        for epoch in range(begin[0], EPOCHS):
             for b, batch in enumerate(loader):
-                first = epoch * length + b * BATCH
+                first = epoch * length + (begin[1] if epoch == begin[0] else 0) + b * BATCH
+                read.append(first)
                 ids = sampler.plan[first:first + len(batch)]
                 expected = torch.stack([uniform_item(i, NUMEL) for i in ids])
                 wrong += sum(not torch.equal(g, e) for g, e in zip(batch, expected))
@@ -95,6 +102,13 @@ def _host(rank, cfg):
                     os._exit(0)  # a host lost mid-epoch: no goodbye, no close
                 if cfg.get("kill_rank") is None:
                     dist.all_reduce(torch.zeros(1))  # lockstep, as DDP's gradients make it
+                if stop is not None and (epoch, b) == tuple(stop):
+                    break
+            if stop is not None and (epoch, b) == tuple(stop):  # a checkpoint, then all stop
+                if rank == 0:
+                    with open(cfg["checkpoint"], "w") as f:
+                        json.dump(sampler.state_dict(consumed=(b + 1) * BATCH), f)
+                break
         stats = store.stats()
         if local_world > 1:  # a host's readers close before its owner
             dist.barrier()
@@ -102,7 +116,7 @@ def _host(rank, cfg):
                 store.close()
             dist.barrier()
         store.close()
-    result = {"rank": rank, "wrong": int(wrong), "seen": seen,
+    result = {"rank": rank, "wrong": int(wrong), "seen": seen, "first_read": read[0],
               "warnings": [str(w.message) for w in caught],
               "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, bool))}}
     with open(cfg["results"] + f".{rank}", "w") as f:
@@ -114,9 +128,10 @@ def _host(rank, cfg):
 
 def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill_rank=None,
          local_world=1, stall=False, peer_timeout=20.0, timeout=120, n=N, window=WINDOW,
-         disk=None):
+         disk=None, store=None, stop_at=None, resume=None):
     cfg = {"rendezvous": str(tmp_path / "rendezvous"), "counter": str(tmp_path / "calls"),
-           "n": n, "window": window, "disk": disk, "store": str(tmp_path / "stores"),
+           "n": n, "window": window, "disk": disk, "store": store or str(tmp_path / "stores"),
+           "stop_at": stop_at, "resume": resume, "checkpoint": str(tmp_path / "checkpoint"),
            "ram_items": ram_items, "shared": shared, "workers": workers, "context": context,
            "kill_rank": kill_rank, "results": str(tmp_path / "result"), "peer_timeout": peer_timeout,
            "local_world": local_world, "stall": stall}
@@ -291,3 +306,44 @@ def test_two_hosts_of_two_local_ranks_share_one_store_each(tmp_path):
     for host in (0, 2):
         assert results[host]["stats"]["peer_hits"] == results[host + 1]["stats"]["peer_hits"]
     assert sum(results[h]["stats"]["peer_hits"] for h in (0, 2)) == arrivals_in_all_hosts(2)
+
+
+def test_four_hosts_with_a_disk_tier_each_decode_each_item_once(tmp_path):
+    # RAM for 1/16 of the dataset a host, a disk tier on each (disk=, a store
+    # directory per host): the home items a host serves and reads later go
+    # to its disk tier, and still no item is loaded twice in the cluster
+    results, loads = _run(tmp_path, ram_items=N // 16, disk="8MiB", workers=2, context="fork")
+    _check_values(results)
+    assert all(r["seen"] == EPOCHS * N // HOSTS for r in results.values())
+    assert loads == N, f"the cluster loaded {loads} samples from the source, not {N}"
+    assert sum(r["stats"]["hits_disk"] + r["stats"]["prefetched"] for r in results.values()) > 0
+    assert sum(r["stats"]["peer_hits"] for r in results.values()) == arrivals_in_all_hosts()
+
+
+def test_resume_mid_epoch_2_reads_on_from_the_checkpoint(tmp_path):
+    # Every host stops after batch 3 of epoch 2 (a checkpoint of rank 0's
+    # sampler, for every rank), closes, and starts again in new processes
+    # on the same store paths. Each host's disk tier has room for all it
+    # Puts, so after the restart no item is loaded from the source, and each
+    # host asks its peers only for the arrivals read from the checkpoint on.
+    stores = str(tmp_path / "stores")
+    first, loads = _run(tmp_path / "first", ram_items=N // 8, disk="8MiB", store=stores,
+                        stop_at=(1, 3))
+    _check_values(first)
+    assert loads == N
+    checkpoint = str(tmp_path / "first" / "checkpoint")
+    with open(checkpoint) as f:
+        state = json.load(f)
+    assert (state["epoch"], state["index"]) == (1, 4 * BATCH)
+    resumed, loads = _run(tmp_path / "second", ram_items=N // 8, disk="8MiB", store=stores,
+                          resume=checkpoint)
+    _check_values(resumed)
+    read = N // HOSTS + 4 * BATCH  # each rank's reads before the checkpoint
+    for rank, r in resumed.items():
+        assert r["first_read"] == read, (rank, r["first_read"])
+        assert first[rank]["seen"] + r["seen"] == EPOCHS * N // HOSTS
+    assert loads == 0, f"the restart loaded {loads} samples that the hosts' disks hold"
+    orders = _orders()
+    later = sum(int(np.sum(HostPlan(orders, h, HOSTS, 1, WINDOW, N).arrivals[5] >= read))
+                for h in range(HOSTS))
+    assert sum(r["stats"]["peer_hits"] for r in resumed.values()) == later
