@@ -83,9 +83,10 @@ def _host(rank, cfg):
         warnings.simplefilter("always")
         ds = opt4store.CachedDataset(dataset, store, sampler)
         context = cfg["context"]
-        loader = torch.utils.data.DataLoader(
-            ds, sampler=sampler, batch_size=BATCH, num_workers=cfg["workers"],
-            multiprocessing_context=context, persistent_workers=context == "spawn")
+        make = opt4store.DataLoader if cfg.get("loader") == "opt4store" else \
+            torch.utils.data.DataLoader
+        loader = make(ds, sampler=sampler, batch_size=BATCH, num_workers=cfg["workers"],
+                      multiprocessing_context=context, persistent_workers=context == "spawn")
         length = sampler.epoch_length
         wrong, seen, stop, read = 0, 0, cfg.get("stop_at"), []
         for epoch in range(begin[0], EPOCHS):
@@ -128,10 +129,11 @@ def _host(rank, cfg):
 
 def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill_rank=None,
          local_world=1, stall=False, peer_timeout=20.0, timeout=120, n=N, window=WINDOW,
-         disk=None, store=None, stop_at=None, resume=None):
+         disk=None, store=None, stop_at=None, resume=None, loader=None):
     cfg = {"rendezvous": str(tmp_path / "rendezvous"), "counter": str(tmp_path / "calls"),
            "n": n, "window": window, "disk": disk, "store": store or str(tmp_path / "stores"),
            "stop_at": stop_at, "resume": resume, "checkpoint": str(tmp_path / "checkpoint"),
+           "loader": loader,
            "ram_items": ram_items, "shared": shared, "workers": workers, "context": context,
            "kill_rank": kill_rank, "results": str(tmp_path / "result"), "peer_timeout": peer_timeout,
            "local_world": local_world, "stall": stall}
@@ -347,3 +349,16 @@ def test_resume_mid_epoch_2_reads_on_from_the_checkpoint(tmp_path):
     later = sum(int(np.sum(HostPlan(orders, h, HOSTS, 1, WINDOW, N).arrivals[5] >= read))
                 for h in range(HOSTS))
     assert sum(r["stats"]["peer_hits"] for r in resumed.values()) == later
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_opt4store_dataloader_with_two_workers_a_host(tmp_path, context):
+    # opt4store.DataLoader's batched path (store.read_into in its workers)
+    # over a cluster store: every batch is the one torch's DataLoader gives
+    # over the same sampler (checked against the plan), each item loaded once
+    results, loads = _run(tmp_path, ram_items=N // 4, workers=2, context=context,
+                          loader="opt4store")
+    _check_values(results)
+    assert all(r["seen"] == EPOCHS * N // HOSTS for r in results.values())
+    assert loads == N, f"the cluster loaded {loads} samples from the source, not {N}"
+    assert sum(r["stats"]["peer_hits"] for r in results.values()) == arrivals_in_all_hosts()
