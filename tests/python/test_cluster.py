@@ -236,6 +236,28 @@ def test_host_plan_lists_every_read_once_in_lockstep_order():
     assert np.array_equal(served, (homes != np.arange(HOSTS)[:, None]).astype(int))
 
 
+def test_a_resumed_plan_starts_at_the_serves_and_arrivals_for_the_resumed_read():
+    orders = _orders()
+    for read in (1, WINDOW, N // HOSTS + 4 * BATCH):
+        for host in range(HOSTS):
+            plan = HostPlan(orders, host, HOSTS, 1, WINDOW, N)
+            start = plan.resume_position(read)
+            serve_reads = np.nonzero(plan.serve_position >= 0)
+            at, _, _, _, _, arrival_reads = plan.arrivals
+            # every serve and arrival for a read from `read` on is planned
+            # from start on, every one for an earlier read before it
+            served_at = plan.serve_position[serve_reads]
+            later = serve_reads[1] >= read
+            assert np.all(served_at[later] >= start) and np.all(served_at[~later] < start)
+            assert np.all(at[arrival_reads >= read] >= start)
+            assert np.all(at[arrival_reads < read] < start)
+            # the own reads from start on that come before `read` are passed
+            own = plan.own_positions[0]
+            passed = plan.passed_own_positions(read)
+            assert np.array_equal(passed, own[:read][own[:read] >= start])
+            assert np.all(own[read:] >= start) and len(passed) <= WINDOW
+
+
 # ---------------------------------------------------------------- four hosts
 
 
