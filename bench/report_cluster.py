@@ -58,8 +58,8 @@ def section_cluster(runs, machine_line):
         small = d.get("cluster_12_5")
         if isinstance(small, dict) and small.get("union_opt_loads"):
             ratio = small["source_loads"] / small["union_opt_loads"]
-            out.append("| source loads at 12.5%% RAM (ram_items=%s, peer_window=%s) / one OPT cache "
-                       "of %s items over the cluster's reads (%s / %s), %s workers, %s wrong | "
+            out.append("| source loads at 12.5%% RAM (ram_items=%s, peer_window=%s) / one OPT "
+                       "cache of %s items over the cluster's reads (%s / %s), %s workers, %s wrong | "
                        "%.3f | <= 1.02 | %s |"
                        % (small.get("ram_items_per_host"), small.get("peer_window"),
                           small.get("union_items"), small["source_loads"],
