@@ -4,11 +4,14 @@ Four processes stand for four hosts (local_rank=0, local_world_size=1 each;
 or for two hosts of two local ranks),
 spawned by torch.multiprocessing, under gloo on 127.0.0.1 with a file://
 rendezvous in tmp_path. Each reads 3 epochs of a shuffling
-DistributedSampler through a CachedDataset over its host's store, with an
-all_reduce per batch to keep the hosts in lockstep as DDP does. Checked:
-every sample against the deterministic source, and the source loads of the
-whole cluster (a dataset that counts its calls in a shared file) against
-per-host shared="local" stores and an offline OPT of each host's home items.
+DistributedSampler through a CachedDataset over its host's store (torch's
+DataLoader, or opt4store.DataLoader), with an all_reduce per batch to keep
+the hosts in lockstep as DDP does. Checked: every sample against the
+deterministic source, and the source loads of the whole cluster (a dataset
+that counts its calls in a shared file) against per-host shared="local"
+stores, the offline OPT of each host's plan, and one offline OPT cache over
+the union budget at the same total RAM. Also: a disk tier on each host, and
+a restart of every host from a mid-epoch checkpoint on the same store paths.
 """
 
 import json
