@@ -18,11 +18,18 @@ counter file), peer_hits / peer_bytes_in / peer_bytes_out, and wrong values
 (each sample of CHECKED indices is compared with a fresh decode). Goal:
 epochs 2-3 at least 2x faster with the cluster store.
 
+A third run, cluster stores with RAM for 12.5% (ram_items = N/8, peer_window
+--window-small), is set against one offline OPT cache over the cluster's
+reads in lockstep order at the same total RAM (hosts x (N/8 + 2 x
+peer_window): the room for arrivals is RAM too). Goal: source loads within
+2% of it.
+
 Usage: PYTHONPATH=<build>/python /usr/bin/python3 bench/cluster_bench.py
        [--images N] [--workers W] [--dir DIR] [--json FILE]
 """
 
 import argparse
+import heapq
 import json
 import os
 import sys
@@ -75,11 +82,11 @@ def host_main(rank, cfg):
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=rank,
                                                shuffle=True, seed=SEED)
     sampler = opt4store.PlannedSampler(base, epochs=EPOCHS)
-    ram_items = n // 4
+    ram_items = n // cfg["fraction"]
     if cfg["shared"] == "local":
         ram_items += 2 * WINDOW  # what the cluster store adds for items in flight
     store = opt4store.Store(None, ram_items=ram_items, disk=0, shared=cfg["shared"],
-                            local_rank=0, local_world_size=1, peer_window=WINDOW)
+                            local_rank=0, local_world_size=1, peer_window=cfg["window"])
     ds = opt4store.CachedDataset(dataset, store, sampler)
     loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH,
                                          num_workers=cfg["workers"],
@@ -110,11 +117,46 @@ def host_main(rank, cfg):
     dist.destroy_process_group()
 
 
-def run(shared, args, work):
+def union_opt_loads(images, total_items):
+    """Source loads of one offline OPT cache (Belady, with bypass) of
+    total_items over every host's reads in lockstep order (step i: every
+    rank's i-th read, epoch after epoch): the simulator's cluster-opt."""
+    steps = []
+    for rank in range(HOSTS):
+        base = torch.utils.data.DistributedSampler(range(images), num_replicas=HOSTS, rank=rank,
+                                                   shuffle=True, seed=SEED)
+        reads = []
+        for epoch in range(EPOCHS):
+            base.set_epoch(epoch)
+            reads += list(base)
+        steps.append(reads)
+    timeline = [i for step in zip(*steps) for i in step]
+    never = len(timeline)
+    next_use, last = [never] * len(timeline), {}
+    for t in range(len(timeline) - 1, -1, -1):
+        next_use[t] = last.get(timeline[t], never)
+        last[timeline[t]] = t
+    held, heap, loads = {}, [], 0  # id -> next use; (-next use, id), stale entries skipped
+    for t, i in enumerate(timeline):
+        if i not in held:
+            loads += 1
+            if len(held) >= total_items:
+                while -heap[0][0] != held.get(heap[0][1]):
+                    heapq.heappop(heap)
+                if -heap[0][0] <= next_use[t]:
+                    continue  # the newcomer is read last: bypassed
+                del held[heapq.heappop(heap)[1]]
+        held[i] = next_use[t]
+        heapq.heappush(heap, (-next_use[t], i))
+    return loads
+
+
+def run(shared, args, work, fraction=4, window=WINDOW):
     folder = tempfile.mkdtemp(prefix=f"cluster-{shared}-", dir=work)
     cfg = {"rendezvous": os.path.join(folder, "rendezvous"),
            "counter": os.path.join(folder, "loads"), "results": os.path.join(folder, "result"),
-           "dir": args.dir, "images": args.images, "workers": args.workers, "shared": shared}
+           "dir": args.dir, "images": args.images, "workers": args.workers, "shared": shared,
+           "fraction": fraction, "window": window}
     open(cfg["counter"], "wb").close()
     mp.start_processes(host_main, args=(cfg,), nprocs=HOSTS, join=True, start_method="spawn")
     results = []
@@ -132,6 +174,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--images", type=int, default=512)
     parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--window-small", type=int, default=1,
+                        help="peer_window of the 12.5%% run (its room for arrivals costs loads)")
     parser.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "opt4store-bench"))
     parser.add_argument("--json", default=os.path.join(os.path.dirname(os.path.abspath(
         __file__)), "results", "cluster.json"))
@@ -150,13 +194,23 @@ def main():
               f"peer_hits {r['stats']['peer_hits']}", flush=True)
     speedup = report["local"]["epochs_2_3_s"] / report["cluster"]["epochs_2_3_s"]
     report["speedup_epochs_2_3"] = round(speedup, 2)
+    small = args.images // 8
+    r = report["cluster_12_5"] = run("cluster", args, work, fraction=8, window=args.window_small)
+    total = HOSTS * (small + 2 * args.window_small)
+    r.update(ram_items_per_host=small, peer_window=args.window_small, union_items=total,
+             union_opt_loads=union_opt_loads(args.images, total))
+    ratio = r["source_loads"] / r["union_opt_loads"]
+    r["loads_over_union_opt"] = round(ratio, 4)
+    print(f"cluster at 12.5%: source loads {r['source_loads']} against {r['union_opt_loads']} "
+          f"for one OPT cache of {total} items: {ratio:.3f} (goal <= 1.02: "
+          f"{'met' if ratio <= 1.02 else 'MISSED'})  wrong {r['wrong']}", flush=True)
     goal = "met" if speedup >= 2 else "MISSED"
     print(f"epochs 2-3: per-host stores {report['local']['epochs_2_3_s']} s, cluster "
           f"{report['cluster']['epochs_2_3_s']} s: {speedup:.2f}x (goal >= 2x: {goal})")
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(report, f, indent=2)
-    wrong = report["local"]["wrong"] + report["cluster"]["wrong"]
+    wrong = sum(report[k]["wrong"] for k in ("local", "cluster", "cluster_12_5"))
     sys.exit(1 if wrong else 0)
 
 

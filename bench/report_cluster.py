@@ -32,7 +32,11 @@ def section_cluster(runs, machine_line):
             "over a CachedDataset, an all_reduce per batch (lockstep, as DDP), ram_items=%s per "
             "host (25%% of the dataset + 2 x peer_window=%s for items in flight, the same for "
             "both), no disk tier. Epoch times are the slowest host's, in seconds; source "
-            "loads are the whole cluster's; peer_hits and peer_bytes_in are summed over hosts."
+            "loads are the whole cluster's; peer_hits and peer_bytes_in are summed over hosts. "
+            "The 12.5%% row is a third run, cluster stores with ram_items=N/8 and a smaller "
+            "peer_window, set against one offline OPT cache (Belady) over the cluster's reads in "
+            "lockstep order at the same total RAM: hosts x (N/8 + 2 x peer_window), since the "
+            "room for arrivals is RAM too."
             % (", ".join("`%s`" % os.path.basename(p) for _, p in runs), machine_line(data, path),
                data.get("hosts"), data.get("hosts"), data.get("images"), data.get("epochs"),
                data.get("batch"), data.get("ram_items_per_host"), data.get("peer_window")), "",
@@ -51,6 +55,16 @@ def section_cluster(runs, machine_line):
         if one and per_host:
             out.append("| epoch 1, one cache / a store per host, %s workers | %.2f | | |"
                        % (d.get("workers"), one[0] / per_host[0]))
+        small = d.get("cluster_12_5")
+        if isinstance(small, dict) and small.get("union_opt_loads"):
+            ratio = small["source_loads"] / small["union_opt_loads"]
+            out.append("| source loads at 12.5%% RAM (ram_items=%s, peer_window=%s) / one OPT "
+                       "cache of %s items over the cluster's reads (%s / %s), %s workers, %s wrong | "
+                       "%.3f | <= 1.02 | %s |"
+                       % (small.get("ram_items_per_host"), small.get("peer_window"),
+                          small.get("union_items"), small["source_loads"],
+                          small["union_opt_loads"], d.get("workers"), small.get("wrong"), ratio,
+                          "met" if ratio <= 1.02 else "MISSED"))
         c = d.get("cluster", {}).get("source_loads")
         if c is not None:
             out.append("| source loads of the cluster / N, %s workers | %.2f | 1 | %s |"

@@ -47,6 +47,7 @@ class HostPlan:
     serve_position  int64 [world, reads]: the position at which this host
                     serves rank r's read i, -1 where it does not
     serve_rank      int32 per position: the rank served there, else -1
+    steps           int64 per position: the lockstep step it is planned at
     """
 
     def __init__(self, orders, host, hosts, local_world, window, dataset_size):
@@ -74,6 +75,7 @@ class HostPlan:
         kind, event_rank, event_read, ids = kind[order], event_rank[order], event_read[order], \
             ids[order]
         self.ids = ids
+        self.steps = event_step[order]
         positions = np.arange(len(ids), dtype=np.int64)
         self.own_positions = np.full((world, reads), -1, np.int64)
         self.serve_position = np.full((world, reads), -1, np.int64)
@@ -98,6 +100,19 @@ class HostPlan:
 
     def __len__(self):
         return len(self.ids)
+
+    def resume_position(self, read):
+        """Where a run that resumes at every rank's read `read` (lockstep:
+        the same for all) starts in this plan: the serves and arrivals for
+        reads from `read` on come `window` steps before them."""
+        return int(np.searchsorted(self.steps, read - self.window))
+
+    def passed_own_positions(self, read):
+        """The own reads planned from resume_position(read) on that were
+        read before `read`: a resumed run passes them."""
+        start = self.resume_position(read)
+        own = self.own_positions[:, :read].reshape(-1)
+        return np.sort(own[own >= start])
 
     def steps_span(self, steps):
         """About how many positions `steps` lockstep reads take here."""

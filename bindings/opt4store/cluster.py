@@ -184,12 +184,13 @@ class ClusterPeer:
     """The owner's peer server and prefetcher (see the module's docstring)."""
 
     def __init__(self, store, core, plan, group, rank, local_world, state, source, peer_timeout,
-                 batch):
+                 batch, start=0):
         import torch.distributed as dist
         self.dist, self.store, self.core, self.plan = dist, store, core, plan
         self.group, self.rank, self.local_world = group, rank, local_world
         self.state, self.source = state, source
         self.peer_timeout, self.batch = peer_timeout, batch
+        self.first_position = start  # where a resumed run starts in the plan
         self.host = plan.host
         self.peers = [g * local_world for g in range(plan.hosts) if g != plan.host]
         self.lost = {}  # host -> message
@@ -315,7 +316,7 @@ class ClusterPeer:
         # their reads, about two windows of them are held past the readers
         # (the room the store was given), and no two hosts wait on each other.
         gate = self.plan.steps_span(self.plan.window)
-        k, n = 0, len(at)
+        k, n = int(np.searchsorted(at, self.first_position)), len(at)
         while k < n and not self._stop.is_set():
             frontier = self.core.reading_from()
             base = max(0 if frontier == _NO_POSITION else frontier, int(self.state.wanted[0]))
@@ -514,13 +515,21 @@ class ClusterSharing:
         group = dist.new_group(backend="gloo", timeout=timedelta(days=7))  # < 2**31 ms
         orders = rank_orders(sampler.sampler, world, sampler.epochs, sampler.epoch_length)
         self.plan = plan = HostPlan(orders, host, hosts, local_world, self.window, dataset_size)
+        # A sampler that load_state_dict moved resumes every rank at the same
+        # read (one checkpoint, lockstep): the store is planned from the
+        # serves and arrivals for that read on, and passes the own reads
+        # before it that fall among them.
+        resume = sampler.position()
+        start = plan.resume_position(resume) if resume else 0
         state_box = {}
 
         def open_owner():
             # Room for the arrivals in flight (up to two windows ahead) on
             # top of a budget in items; a byte budget keeps them in staging.
             core = open_core(2 * self.window * local_world, plan.store_size)
-            core.set_plan([plan.store_ids], len(plan), 0, 0, 0)
+            core.set_plan([plan.store_ids], len(plan), start, 0, 0)
+            for position in plan.passed_own_positions(resume).tolist():
+                core.mark_consumed(position, int(plan.store_ids[position]))
             path = _state_path(core.handle())
             state_box["state"] = ClusterState(path, hosts, len(plan.arrivals[0]), create=True)
             return core
@@ -531,7 +540,8 @@ class ClusterSharing:
         sampler.use_positions(plan.own_positions[local_rank])
         if owner:
             self.peer = ClusterPeer(store, core, plan, group, rank, local_world,
-                                    state_box["state"], source, self.peer_timeout, self.batch)
+                                    state_box["state"], source, self.peer_timeout, self.batch,
+                                    start)
             self.peer.start()
             # A process that exits without Store.close() still says goodbye
             # and serves its peers until they are done: a peer thread left

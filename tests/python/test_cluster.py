@@ -4,11 +4,14 @@ Four processes stand for four hosts (local_rank=0, local_world_size=1 each;
 or for two hosts of two local ranks),
 spawned by torch.multiprocessing, under gloo on 127.0.0.1 with a file://
 rendezvous in tmp_path. Each reads 3 epochs of a shuffling
-DistributedSampler through a CachedDataset over its host's store, with an
-all_reduce per batch to keep the hosts in lockstep as DDP does. Checked:
-every sample against the deterministic source, and the source loads of the
-whole cluster (a dataset that counts its calls in a shared file) against
-per-host shared="local" stores and an offline OPT of each host's home items.
+DistributedSampler through a CachedDataset over its host's store (torch's
+DataLoader, or opt4store.DataLoader), with an all_reduce per batch to keep
+the hosts in lockstep as DDP does. Checked: every sample against the
+deterministic source, and the source loads of the whole cluster (a dataset
+that counts its calls in a shared file) against per-host shared="local"
+stores, the offline OPT of each host's plan, and one offline OPT cache over
+the union budget at the same total RAM. Also: a disk tier on each host, and
+a restart of every host from a mid-epoch checkpoint on the same store paths.
 """
 
 import json
@@ -62,28 +65,37 @@ def _host(rank, cfg):
     dist.init_process_group("gloo", init_method="file://" + cfg["rendezvous"], rank=rank,
                             world_size=HOSTS)
     counter = CallCounter(cfg["counter"])
-    dataset = UniformDataset(N, NUMEL, counter=counter)
+    dataset = UniformDataset(cfg["n"], NUMEL, counter=counter)
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=rank,
                                                shuffle=True, seed=SEED)
     sampler = opt4store.PlannedSampler(base, epochs=EPOCHS)
+    begin = (0, 0)  # (epoch, index) this run starts at
+    if cfg.get("resume"):  # one checkpoint for every rank, loaded before binding
+        with open(cfg["resume"]) as f:
+            state = json.load(f)
+        sampler.load_state_dict(state)
+        begin = (state["epoch"], state["index"])
     local_world = cfg.get("local_world", 1)
-    store = opt4store.Store(None, ram_items=cfg["ram_items"], disk=0, shared=cfg["shared"],
-                            local_rank=rank % local_world, local_world_size=local_world,
-                            peer_window=WINDOW,
+    path = cfg["store"] + f"/host{rank // local_world}" if cfg.get("disk") else None
+    store = opt4store.Store(path, ram_items=cfg["ram_items"], disk=cfg.get("disk") or 0,
+                            shared=cfg["shared"], local_rank=rank % local_world,
+                            local_world_size=local_world, peer_window=cfg["window"],
                             peer_timeout=cfg.get("peer_timeout", 30.0))
     caught = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ds = opt4store.CachedDataset(dataset, store, sampler)
         context = cfg["context"]
-        loader = torch.utils.data.DataLoader(
-            ds, sampler=sampler, batch_size=BATCH, num_workers=cfg["workers"],
-            multiprocessing_context=context, persistent_workers=context == "spawn")
+        make = opt4store.DataLoader if cfg.get("loader") == "opt4store" else \
+            torch.utils.data.DataLoader
+        loader = make(ds, sampler=sampler, batch_size=BATCH, num_workers=cfg["workers"],
+                      multiprocessing_context=context, persistent_workers=context == "spawn")
         length = sampler.epoch_length
-        wrong, seen = 0, 0
-        for epoch in range(EPOCHS):
+        wrong, seen, stop, read = 0, 0, cfg.get("stop_at"), []
+        for epoch in range(begin[0], EPOCHS):
             for b, batch in enumerate(loader):
-                first = epoch * length + b * BATCH
+                first = epoch * length + (begin[1] if epoch == begin[0] else 0) + b * BATCH
+                read.append(first)
                 ids = sampler.plan[first:first + len(batch)]
                 expected = torch.stack([uniform_item(i, NUMEL) for i in ids])
                 wrong += sum(not torch.equal(g, e) for g, e in zip(batch, expected))
@@ -94,6 +106,13 @@ def _host(rank, cfg):
                     os._exit(0)  # a host lost mid-epoch: no goodbye, no close
                 if cfg.get("kill_rank") is None:
                     dist.all_reduce(torch.zeros(1))  # lockstep, as DDP's gradients make it
+                if stop is not None and (epoch, b) == tuple(stop):
+                    break
+            if stop is not None and (epoch, b) == tuple(stop):  # a checkpoint, then all stop
+                if rank == 0:
+                    with open(cfg["checkpoint"], "w") as f:
+                        json.dump(sampler.state_dict(consumed=(b + 1) * BATCH), f)
+                break
         stats = store.stats()
         if local_world > 1:  # a host's readers close before its owner
             dist.barrier()
@@ -101,7 +120,7 @@ def _host(rank, cfg):
                 store.close()
             dist.barrier()
         store.close()
-    result = {"rank": rank, "wrong": int(wrong), "seen": seen,
+    result = {"rank": rank, "wrong": int(wrong), "seen": seen, "first_read": read[0],
               "warnings": [str(w.message) for w in caught],
               "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, bool))}}
     with open(cfg["results"] + f".{rank}", "w") as f:
@@ -112,8 +131,12 @@ def _host(rank, cfg):
 
 
 def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill_rank=None,
-         local_world=1, stall=False, peer_timeout=20.0, timeout=120):
+         local_world=1, stall=False, peer_timeout=20.0, timeout=120, n=N, window=WINDOW,
+         disk=None, store=None, stop_at=None, resume=None, loader=None):
     cfg = {"rendezvous": str(tmp_path / "rendezvous"), "counter": str(tmp_path / "calls"),
+           "n": n, "window": window, "disk": disk, "store": store or str(tmp_path / "stores"),
+           "stop_at": stop_at, "resume": resume, "checkpoint": str(tmp_path / "checkpoint"),
+           "loader": loader,
            "ram_items": ram_items, "shared": shared, "workers": workers, "context": context,
            "kill_rank": kill_rank, "results": str(tmp_path / "result"), "peer_timeout": peer_timeout,
            "local_world": local_world, "stall": stall}
@@ -141,25 +164,38 @@ def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill
     return results, CallCounter(cfg["counter"]).count
 
 
-def _orders():
-    dataset = list(range(N))
+def _orders(n=N):
+    dataset = list(range(n))
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=0,
                                                shuffle=True, seed=SEED)
-    return rank_orders(base, HOSTS, EPOCHS, N // HOSTS)
+    return rank_orders(base, HOSTS, EPOCHS, n // HOSTS)
 
 
-def cluster_opt_loads(ram_items):
+def room(window=WINDOW, local_world=1):
+    """The items a cluster store adds to ram_items for arrivals in flight."""
+    return 2 * window * local_world
+
+
+def cluster_opt_loads(ram_items, n=N, window=WINDOW):
     """Source loads of an offline OPT over each host's store plan (store
     ids, with the room the store adds for arrivals in flight), as the
     cluster store should have them: every miss but the arrivals' (each
     arrival is a first read of its own id, held to its read with that room)."""
-    orders = _orders()
+    orders = _orders(n)
     loads = 0
     for host in range(HOSTS):
-        plan = HostPlan(orders, host, HOSTS, 1, WINDOW, N)
-        hits = belady_hits(plan.store_ids.tolist(), ram_items + 2 * WINDOW)
+        plan = HostPlan(orders, host, HOSTS, 1, window, n)
+        hits = belady_hits(plan.store_ids.tolist(), ram_items + room(window))
         loads += len(plan) - hits - len(plan.arrivals[0])
     return loads
+
+
+def union_opt_loads(total_items, n=N):
+    """Source loads of one offline OPT cache of total_items over the whole
+    cluster's reads in lockstep order (step i: every rank's i-th read), the
+    simulator's cluster-opt."""
+    timeline = _orders(n).T.reshape(-1).tolist()
+    return len(timeline) - belady_hits(timeline, total_items)
 
 
 def arrivals_in_all_hosts(local_world=1):
@@ -203,6 +239,28 @@ def test_host_plan_lists_every_read_once_in_lockstep_order():
     assert np.array_equal(served, (homes != np.arange(HOSTS)[:, None]).astype(int))
 
 
+def test_a_resumed_plan_starts_at_the_serves_and_arrivals_for_the_resumed_read():
+    orders = _orders()
+    for read in (1, WINDOW, N // HOSTS + 4 * BATCH):
+        for host in range(HOSTS):
+            plan = HostPlan(orders, host, HOSTS, 1, WINDOW, N)
+            start = plan.resume_position(read)
+            serve_reads = np.nonzero(plan.serve_position >= 0)
+            at, _, _, _, _, arrival_reads = plan.arrivals
+            # every serve and arrival for a read from `read` on is planned
+            # from start on, every one for an earlier read before it
+            served_at = plan.serve_position[serve_reads]
+            later = serve_reads[1] >= read
+            assert np.all(served_at[later] >= start) and np.all(served_at[~later] < start)
+            assert np.all(at[arrival_reads >= read] >= start)
+            assert np.all(at[arrival_reads < read] < start)
+            # the own reads from start on that come before `read` are passed
+            own = plan.own_positions[0]
+            passed = plan.passed_own_positions(read)
+            assert np.array_equal(passed, own[:read][own[:read] >= start])
+            assert np.all(own[read:] >= start) and len(passed) <= WINDOW
+
+
 # ---------------------------------------------------------------- four hosts
 
 
@@ -222,14 +280,25 @@ def test_four_hosts_at_25_percent_decode_each_item_once(tmp_path):
     assert local_loads >= 2 * N
 
 
-def test_four_hosts_at_12_5_percent_match_offline_opt(tmp_path):
-    results, loads = _run(tmp_path, ram_items=N // 8, workers=2, context="spawn")
+def test_four_hosts_at_12_5_percent_within_2_percent_of_union_opt(tmp_path):
+    # The goal compares at the same total RAM: each cluster store holds
+    # ram_items + room() items (arrivals in flight share that capacity with
+    # the home items), so the reference OPT gets HOSTS times that. The room
+    # costs loads in proportion to peer_window / ram_items: 512 items,
+    # window 2 (4 of 68 items a host) keep it within the goal.
+    n, window = 2 * N, 2
+    ram_items = n // 8
+    results, loads = _run(tmp_path, ram_items=ram_items, workers=2, context="spawn", n=n,
+                          window=window)
     _check_values(results)
-    expected = cluster_opt_loads(N // 8)
-    union = N * EPOCHS - belady_hits(_orders().T.reshape(-1).tolist(), HOSTS * N // 8)
+    expected = cluster_opt_loads(ram_items, n, window)
+    union = union_opt_loads(HOSTS * (ram_items + room(window)), n)
     print(f"source loads: cluster {loads}, offline OPT of the host plans {expected}, "
-          f"OPT over the union budget {union}")
-    assert abs(loads - expected) <= max(2, 0.02 * expected)
+          f"OPT over the union budget of {HOSTS * (ram_items + room(window))} items {union}")
+    # the stores do what their plans say ...
+    assert abs(loads - expected) <= 2, (loads, expected)
+    # ... and the plans come within 2% of one cache over the union budget
+    assert loads <= 1.02 * union, (loads, union)
 
 
 def test_a_host_killed_mid_epoch_leaves_the_others_right(tmp_path):
@@ -264,3 +333,57 @@ def test_two_hosts_of_two_local_ranks_share_one_store_each(tmp_path):
     for host in (0, 2):
         assert results[host]["stats"]["peer_hits"] == results[host + 1]["stats"]["peer_hits"]
     assert sum(results[h]["stats"]["peer_hits"] for h in (0, 2)) == arrivals_in_all_hosts(2)
+
+
+def test_four_hosts_with_a_disk_tier_each_decode_each_item_once(tmp_path):
+    # RAM for 1/16 of the dataset a host, a disk tier on each (disk=, a store
+    # directory per host): the home items a host serves and reads later go
+    # to its disk tier, and still no item is loaded twice in the cluster
+    results, loads = _run(tmp_path, ram_items=N // 16, disk="8MiB", workers=2, context="fork")
+    _check_values(results)
+    assert all(r["seen"] == EPOCHS * N // HOSTS for r in results.values())
+    assert loads == N, f"the cluster loaded {loads} samples from the source, not {N}"
+    assert sum(r["stats"]["hits_disk"] + r["stats"]["prefetched"] for r in results.values()) > 0
+    assert sum(r["stats"]["peer_hits"] for r in results.values()) == arrivals_in_all_hosts()
+
+
+def test_resume_mid_epoch_2_reads_on_from_the_checkpoint(tmp_path):
+    # Every host stops after batch 3 of epoch 2 (a checkpoint of rank 0's
+    # sampler, for every rank), closes, and starts again in new processes
+    # on the same store paths. Each host's disk tier has room for all it
+    # Puts, so after the restart no item is loaded from the source, and each
+    # host asks its peers only for the arrivals read from the checkpoint on.
+    stores = str(tmp_path / "stores")
+    first, loads = _run(tmp_path / "first", ram_items=N // 8, disk="8MiB", store=stores,
+                        stop_at=(1, 3))
+    _check_values(first)
+    assert loads == N
+    checkpoint = str(tmp_path / "first" / "checkpoint")
+    with open(checkpoint) as f:
+        state = json.load(f)
+    assert (state["epoch"], state["index"]) == (1, 4 * BATCH)
+    resumed, loads = _run(tmp_path / "second", ram_items=N // 8, disk="8MiB", store=stores,
+                          resume=checkpoint)
+    _check_values(resumed)
+    read = N // HOSTS + 4 * BATCH  # each rank's reads before the checkpoint
+    for rank, r in resumed.items():
+        assert r["first_read"] == read, (rank, r["first_read"])
+        assert first[rank]["seen"] + r["seen"] == EPOCHS * N // HOSTS
+    assert loads == 0, f"the restart loaded {loads} samples that the hosts' disks hold"
+    orders = _orders()
+    later = sum(int(np.sum(HostPlan(orders, h, HOSTS, 1, WINDOW, N).arrivals[5] >= read))
+                for h in range(HOSTS))
+    assert sum(r["stats"]["peer_hits"] for r in resumed.values()) == later
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_opt4store_dataloader_with_two_workers_a_host(tmp_path, context):
+    # opt4store.DataLoader's batched path (store.read_into in its workers)
+    # over a cluster store: every batch is the one torch's DataLoader gives
+    # over the same sampler (checked against the plan), each item loaded once
+    results, loads = _run(tmp_path, ram_items=N // 4, workers=2, context=context,
+                          loader="opt4store")
+    _check_values(results)
+    assert all(r["seen"] == EPOCHS * N // HOSTS for r in results.values())
+    assert loads == N, f"the cluster loaded {loads} samples from the source, not {N}"
+    assert sum(r["stats"]["peer_hits"] for r in results.values()) == arrivals_in_all_hosts()
