@@ -23,8 +23,8 @@ drop_last, len()). What differs is how a batch is made:
   loaded and stored by the workers behind the last batch, before the
   epoch's iterator ends, as the run without drop_last loads them, so that
   the next epochs find them cached; nothing of it is written into a batch
-  or sent back. A loop that stops early loads none of it (beyond what the
-  workers had taken already: the jobs of the last prefetch_factor batches).
+  or sent back. A loop that stops early loads none of it (unless the
+  workers, num_workers * prefetch_factor jobs ahead, had taken it already).
 - The workers start only for an epoch that has misses (or a transform): an
   epoch that the store holds whole starts no worker process.
 - ``transform=`` of the CachedDataset runs on every read, after the cache:
