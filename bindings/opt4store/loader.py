@@ -19,6 +19,12 @@ drop_last, len()). What differs is how a batch is made:
   process loads them itself.
 - A loop that stops before the epoch's end (break, an exception) marks the
   positions it never read, so that the store does not wait for them.
+- drop_last's tail (the last partial batch, never yielded): its misses are
+  loaded and stored by the workers behind the last batch, before the
+  epoch's iterator ends, as the run without drop_last loads them, so that
+  the next epochs find them cached; nothing of it is written into a batch
+  or sent back. A loop that stops early loads none of it (unless the
+  workers, num_workers * prefetch_factor jobs ahead, had taken it already).
 - The workers start only for an epoch that has misses (or a transform): an
   epoch that the store holds whole starts no worker process.
 - ``transform=`` of the CachedDataset runs on every read, after the cache:
@@ -47,6 +53,7 @@ import torch
 import torch.utils.data
 
 from . import _batch_layout
+from ._loader_jobs import Filler, JobList, load_rows
 from ._checks import MAX_UINT64, check_bool, check_callable, check_int, check_number, check_str
 from ._errors import InvalidArgumentError, InvalidTypeError
 from .dataset import CachedDataset
@@ -70,46 +77,6 @@ _MAX_WORKERS = 1 << 16
 
 def _first(batch):
     return batch[0]
-
-
-class _Filler(torch.utils.data.Dataset):
-    """What a worker does for a batch: loads its misses (and with a
-    transform, every row), stores them, and writes their leaves into the
-    batch's slot. Returns (batch number, rows written, {row: value} of
-    values of another layout). Only this small tuple goes back."""
-
-    def __init__(self, dataset, layout, slots):
-        self.dataset, self.layout, self.slots = dataset, layout, slots
-
-    def __len__(self):
-        return 0
-
-    def __getitem__(self, work):
-        number, slot, carried, positions, indices, rows = work
-        leaves = carried if carried is not None else self.slots[slot]
-        return (number,) + _load_rows(self.dataset, self.layout, leaves,
-                                      np.asarray(positions, dtype=np.uint64),
-                                      np.asarray(indices, dtype=np.int64), rows)
-
-
-def _load_rows(ds, layout, leaves, positions, indices, rows, known=None):
-    """Reads (positions[i], indices[i]) for rows[i], loading and storing the
-    misses, applies the dataset's transform, and writes each value into row
-    rows[i] of `leaves`. known: {i: value} already read. Returns (rows
-    written, {row: value} of values of another layout)."""
-    known = known or {}
-    todo = [k for k in range(len(rows)) if k not in known]
-    loaded = ds.load_batch(positions[todo], indices[todo]) if todo else []
-    values = dict(known)
-    values.update(zip(todo, loaded))
-    written, other = [], {}
-    for k, row in enumerate(rows):
-        value = values[k] if ds.transform is None else ds.transform(values[k])
-        if layout.write_row(leaves, row, value):
-            written.append(int(row))
-        else:
-            other[int(row)] = value
-    return written, other
 
 
 # ---------------------------------------------------------------- the loader
@@ -205,6 +172,7 @@ class DataLoader:
         self._job_list = None
         self._counted = 0         # indices of the epoch in progress handed out
         self._yielded = 0         # its batches yielded
+        self._tail = None         # drop_last's tail not yet loaded or passed
 
     def __len__(self):
         if self.batch_sampler is None:
@@ -259,46 +227,83 @@ class DataLoader:
         return torch.utils.data.DataLoader(self.dataset, batch_sampler=batch_sampler, **kwargs)
 
     def _epoch_batches(self):
-        """The epoch's batches as (positions, indices) arrays, and the number
-        of indices the epoch hands out (with drop_last, more than the
-        batches hold)."""
+        """The epoch's batches as (positions, indices) arrays, the number of
+        indices the epoch hands out (with drop_last, more than the batches
+        hold), and drop_last's tail as (positions, indices), or None."""
         ds = self.dataset
         if isinstance(self.sampler, PlannedSampler) and \
                 type(self.batch_sampler) is torch.utils.data.BatchSampler:
             positions, indices = self.sampler.take_epoch()
             size = self.batch_size
             count = len(indices) // size if self.drop_last else -(-len(indices) // size)
-            # drop_last's tail is never read: the store must not wait for it.
-            ds.store.mark_consumed(positions[count * size:], indices[count * size:])
+            tail = (positions[count * size:], indices[count * size:])
             return [(positions[k * size:(k + 1) * size], indices[k * size:(k + 1) * size])
-                    for k in range(count)], len(indices)
+                    for k in range(count)], len(indices), tail if len(tail[1]) else None
         out = []
         for batch in self.batch_sampler if self.batch_sampler is not None else \
                 ([i] for i in self.sampler):
             out.append((np.array([ds.position_of(i) for i in batch], dtype=np.uint64),
                         np.array([int(i) for i in batch], dtype=np.int64)))
-        return out, sum(len(b[1]) for b in out)
+        return out, sum(len(b[1]) for b in out), None
 
     def _batches(self):
-        plan, total = self._epoch_batches()
+        plan, total, self._tail = self._epoch_batches()
         self._counted = 0
         self._yielded = 0
         try:
             yield from self._epoch(plan, total)
         finally:
-            # A loop that stopped early never reads the rest of the epoch:
-            # the store must not wait for those positions.
+            # A loop that stopped early never reads the rest of the epoch
+            # (nor is drop_last's tail loaded then): the store must not wait
+            # for those positions.
+            self._pass_tail()
             for positions, indices in plan[self._yielded:]:
                 self.dataset.store.mark_consumed(positions, indices)
 
+    def _pass_tail(self, rows=None):
+        """Marks drop_last's tail (its `rows`, or all) as read: the store
+        does not wait for positions that no one loads."""
+        if self._tail is not None:
+            positions, indices = self._tail
+            if rows is None:
+                self._tail = None
+            else:
+                positions, indices = positions[rows], indices[rows]
+            self.dataset.store.mark_consumed(positions, indices)
+
+    def _tail_misses(self):
+        """The rows of drop_last's tail that the store does not hold; its
+        hits are passed now (nothing to load, nothing to wait for)."""
+        if self._tail is None:
+            return np.empty(0, np.int64)
+        found = self.dataset.store.locate(self._tail[1]) != 0
+        self._pass_tail(np.flatnonzero(found))
+        return np.flatnonzero(~found)
+
+    def _load_tail(self, rows, filler):
+        """Loads drop_last's tail misses into the store (the workers' jobs
+        behind the last batch, or this process's loads), as the run without
+        drop_last does when it reads its last partial batch."""
+        if len(rows) and filler is not None:
+            number = self._job_list.tail
+            for _ in range(self._job_list.parts_of(number)):
+                got = next(filler)[0]
+                assert got == number, (got, number)
+        elif len(rows):
+            positions, indices = self._tail
+            self.dataset.load_batch(positions[rows], indices[rows])
+        self._tail = None
+
     def _epoch(self, plan, total):
         if self._general():
+            self._pass_tail()  # torch's DataLoader reads whole batches only
             batches = _PlannedBatches(plan)
             for number, batch in enumerate(self._torch_loader(batches)):
                 self._count_yielded(plan[number], number + 1 == len(plan), total)
                 yield batch
             return
         if not plan:
+            self._pass_tail()
             self._count_yielded(None, True, total)
             return
         ds = self.dataset
@@ -314,19 +319,25 @@ class DataLoader:
         except _batch_layout.NoLayout:
             layout = None
         if layout is None:
+            self._pass_tail()
             yield from self._general_epoch(plan, first, total)
             return
         if self._layout is None or self._layout.meta != layout.meta:
             self._stop_workers()
             self._layout = layout
         jobs = self._jobs(plan)
-        filler = self._start_workers(plan, jobs) if jobs and self.num_workers > 0 else None
+        tail = self._tail_misses()
+        # Workers start for the tail alone only when they are running already.
+        workers = self.num_workers > 0 and (bool(jobs) or
+                                            len(tail) > 0 and self._filler is not None)
+        filler = self._start_workers(plan, jobs, tail) if workers else None
         try:
             for number, (positions, indices) in enumerate(plan):
                 batch = self._assemble(number, positions, indices, self._layout, jobs, filler,
                                        first if number == 0 else None)
                 self._count_yielded(plan[number], number + 1 == len(plan), total)
                 yield batch
+            self._load_tail(tail, filler)
         finally:
             if filler is not None and not self.persistent_workers:
                 del filler
@@ -368,14 +379,15 @@ class DataLoader:
             return 1
         return max(1, min(self.num_workers, rows // _MIN_JOB_ROWS))
 
-    def _start_workers(self, plan, jobs):
-        """The workers' iterator over the jobs, in batch order."""
+    def _start_workers(self, plan, jobs, tail):
+        """The workers' iterator over the jobs, in batch order, then
+        drop_last's tail misses (rows of self._tail) in jobs of their own."""
         depth = self.num_workers * (self.prefetch_factor or 2)
         if self._filler is None:
             count = depth + 2 + _LENT_SLOTS
             if self._slots is None or self._slots.known != count:
                 self._slots = _batch_layout.shared_slots(self._layout, self._batch_rows(), count)
-            self._job_list = _JobList(self._slots)
+            self._job_list = JobList(self._slots)
             kwargs = dict(num_workers=self.num_workers, collate_fn=_first, timeout=self.timeout,
                           worker_init_fn=self.worker_init_fn,
                           multiprocessing_context=self.multiprocessing_context,
@@ -383,9 +395,14 @@ class DataLoader:
             if self.prefetch_factor is not None:
                 kwargs["prefetch_factor"] = self.prefetch_factor
             self._filler = torch.utils.data.DataLoader(
-                _Filler(self.dataset, self._layout, self._slots.tensors[:self._slots.known]),
+                Filler(self.dataset, self._layout, self._slots.tensors[:self._slots.known]),
                 batch_sampler=self._job_list, **kwargs)
-        self._job_list.set_epoch_jobs(plan, jobs)
+        if len(tail):
+            jobs = dict(jobs)
+            jobs[len(plan)] = np.array_split(tail, max(1, min(self.num_workers,
+                                                              len(tail) // _MIN_JOB_ROWS)))
+            plan = plan + [self._tail]
+        self._job_list.set_epoch_jobs(plan, jobs, tail=len(tail) > 0)
         return iter(self._filler)
 
     def _batch_rows(self):
@@ -447,7 +464,7 @@ class DataLoader:
             done[0] = True
         if len(loaded) and filler is None:
             known = {0: first} if first is not None and ds.transform is not None else None
-            _, theirs = _load_rows(ds, layout, leaves, positions[loaded], indices[loaded], loaded,
+            _, theirs = load_rows(ds, layout, leaves, positions[loaded], indices[loaded], loaded,
                                    known=known)
             other.update(theirs)
         todo = np.flatnonzero(~done)
@@ -544,57 +561,3 @@ def _probe(transform, value):
         torch.random.set_rng_state(torch_state)
         random.setstate(py_state)
         np.random.set_state(np_state)
-
-
-class _JobList:
-    """The batch sampler of the workers' DataLoader: the jobs of the batches
-    that have rows for the workers, made when torch asks for them (so at
-    most num_workers * prefetch_factor jobs ahead of the training loop).
-    Each batch takes a slot when its first job is made and gives it back
-    when the batch is assembled; its jobs write their rows there."""
-
-    def __init__(self, slots):
-        self.slots = slots
-        self.plan = []
-        self.jobs = []
-        self.slot_for = {}
-
-    def set_epoch_jobs(self, plan, jobs):
-        """The epoch's batches, and {batch number: [rows]} for the workers.
-        Slots of an abandoned epoch's jobs are free again: torch's persistent
-        workers finish those jobs before they take the new ones."""
-        self.release()
-        self.plan = plan
-        self.jobs = sorted(jobs.items())
-        self.parts = {number: len(parts) for number, parts in self.jobs}
-
-    def parts_of(self, number):
-        return self.parts[number]
-
-    def slot_of(self, number):
-        return self.slot_for[number]
-
-    def done(self, number):
-        self.slots.give_back(self.slot_for.pop(number))
-
-    def outstanding(self):
-        return bool(self.slot_for)
-
-    def release(self):
-        for slot in self.slot_for.values():
-            self.slots.give_back(slot)
-        self.slot_for = {}
-
-    def __len__(self):
-        return sum(len(parts) for _, parts in self.jobs)
-
-    def __iter__(self):
-        for number, parts in self.jobs:
-            slot = self.slot_for[number] = self.slots.take()
-            # A slot made after the workers started travels with the job.
-            carried = self.slots.tensors[slot] if slot >= self.slots.known else None
-            positions, indices = self.plan[number]
-            for rows in parts:
-                yield [(number, slot, carried, positions[rows].tolist(),
-                        indices[rows].tolist(), rows.tolist())]
-

@@ -1,0 +1,116 @@
+"""The workers' side of opt4store.DataLoader (loader.py): the jobs handed to
+its worker processes, and what a worker does with one.
+
+Only indices go to a worker: a job is (batch number, slot, carried slot,
+positions, indices, rows). A worker loads those rows' samples (misses, or
+every row with a transform), stores them, and writes their leaves into the
+batch's shared slot; it sends back only the batch number, the rows written
+and the values of another layout. A job with no slot is drop_last's tail:
+its misses are loaded and stored, nothing is written or sent back.
+"""
+
+import numpy as np
+import torch.utils.data
+
+
+class Filler(torch.utils.data.Dataset):
+    """What a worker does for a job (the module's docstring). Returns
+    (batch number, rows written, {row: value} of values of another
+    layout)."""
+
+    def __init__(self, dataset, layout, slots):
+        self.dataset, self.layout, self.slots = dataset, layout, slots
+
+    def __len__(self):
+        return 0
+
+    def __getitem__(self, work):
+        number, slot, carried, positions, indices, rows = work
+        positions = np.asarray(positions, dtype=np.uint64)
+        indices = np.asarray(indices, dtype=np.int64)
+        if slot is None:  # drop_last's tail
+            self.dataset.load_batch(positions, indices)
+            return number, [], {}
+        leaves = carried if carried is not None else self.slots[slot]
+        return (number,) + load_rows(self.dataset, self.layout, leaves, positions, indices, rows)
+
+
+def load_rows(ds, layout, leaves, positions, indices, rows, known=None):
+    """Reads (positions[i], indices[i]) for rows[i], loading and storing the
+    misses, applies the dataset's transform, and writes each value into row
+    rows[i] of `leaves`. known: {i: value} already read. Returns (rows
+    written, {row: value} of values of another layout)."""
+    known = known or {}
+    todo = [k for k in range(len(rows)) if k not in known]
+    loaded = ds.load_batch(positions[todo], indices[todo]) if todo else []
+    values = dict(known)
+    values.update(zip(todo, loaded))
+    written, other = [], {}
+    for k, row in enumerate(rows):
+        value = values[k] if ds.transform is None else ds.transform(values[k])
+        if layout.write_row(leaves, row, value):
+            written.append(int(row))
+        else:
+            other[int(row)] = value
+    return written, other
+
+
+class JobList:
+    """The batch sampler of the workers' DataLoader: the jobs of the batches
+    that have rows for the workers, made when torch asks for them (so at
+    most num_workers * prefetch_factor jobs ahead of the training loop).
+    Each batch takes a slot when its first job is made and gives it back
+    when the batch is assembled; its jobs write their rows there. drop_last's
+    tail comes last, in jobs that take no slot."""
+
+    def __init__(self, slots):
+        self.slots = slots
+        self.plan = []
+        self.jobs = []
+        self.parts = {}
+        self.tail = None
+        self.slot_for = {}
+
+    def set_epoch_jobs(self, plan, jobs, tail=False):
+        """The epoch's batches, and {batch number: [rows]} for the workers;
+        with `tail`, plan's last entry is drop_last's tail, whose jobs take
+        no slot. Slots of an abandoned epoch's jobs are free again: torch's
+        persistent workers finish those jobs before they take the new ones."""
+        self.release()
+        self.tail = len(plan) - 1 if tail else None
+        self.plan = plan
+        self.jobs = sorted(jobs.items())
+        self.parts = {number: len(parts) for number, parts in self.jobs}
+
+    def parts_of(self, number):
+        return self.parts[number]
+
+    def slot_of(self, number):
+        return self.slot_for[number]
+
+    def done(self, number):
+        self.slots.give_back(self.slot_for.pop(number))
+
+    def outstanding(self):
+        return bool(self.slot_for)
+
+    def release(self):
+        for slot in self.slot_for.values():
+            self.slots.give_back(slot)
+        self.slot_for = {}
+
+    def __len__(self):
+        return sum(len(parts) for _, parts in self.jobs)
+
+    def __iter__(self):
+        for number, parts in self.jobs:
+            if number == self.tail:
+                slot = carried = None
+            else:
+                slot = self.slot_for[number] = self.slots.take()
+                # A slot made after the workers started travels with the job.
+                carried = self.slots.tensors[slot] if slot >= self.slots.known else None
+            positions, indices = self.plan[number]
+            for rows in parts:
+                yield [(number, slot, carried, positions[rows].tolist(),
+                        indices[rows].tolist(), rows.tolist())]
