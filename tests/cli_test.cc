@@ -1,10 +1,9 @@
 // Tests of the opt4store CLI: each runs the real binary (OPT4STORE_CLI) in a
 // shell, captures stdout, stderr and the exit status, and checks behaviour
 // against the engine (GenerateEpoch, ReadNumberFile) or hand-worked numbers.
-// Longer than 600 lines because: one binary for the planning commands (plan,
-// simulate, demo) and their shared fixtures; a test binary links the whole
-// store (about 15 s on the 2-core CI machine each), so tests are split only
-// along seams of their own (the store commands are in store_cli_test.cc).
+// Longer than 600 lines because: one file for the planning commands (plan,
+// simulate, demo) and their shared fixtures; tests are split only along
+// seams of their own (the store commands are in store_cli_test.cc).
 #include <sys/wait.h>
 #include <unistd.h>
 
