@@ -177,6 +177,15 @@ def _npy(work, n, rng):
     return path
 
 
+def _kill_then_verify(c, rng, proc, latest, path, what):
+    """Kills proc's group at a random moment within `latest` seconds, then
+    runs `opt4store verify` on path: a list with its failure, if it failed."""
+    time.sleep(rng.uniform(0.0, latest))
+    kill_group(proc)
+    rc, text = c.verify(path)
+    return [f"verify after {what} exited {rc}: {text[-300:]}"] if rc != 0 else []
+
+
 def try_kill_import(c, rng, work):
     """`opt4store import` of an .npy file killed at a random moment; the
     store must open, serve only right rows, verify clean, and a second
@@ -189,12 +198,7 @@ def try_kill_import(c, rng, work):
         return {"wrong": 0, "failures": [f"create: {create.stderr[-300:]}"]}
     proc = subprocess.Popen([c.cli, "import", path, "--from", rows], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
-    time.sleep(rng.uniform(0.0, 0.35))
-    kill_group(proc)
-    failures = []
-    rc, text = c.verify(path)
-    if rc != 0:
-        failures.append(f"verify after a killed import exited {rc}: {text[-300:]}")
+    failures = _kill_then_verify(c, rng, proc, 0.35, path, "a killed import")
     wrong, _, stored = outcome(c.check(path, n, "rows:" + rows), failures, "after the kill: ")
     again = c.run_cli("import", path, "--from", rows)
     if again.returncode != 0:
@@ -216,12 +220,7 @@ def try_kill_compact(c, rng, work):
     proc = c.spawn("train", path, n, rng.choice(["flush", "none", "every"]), 0,
                    rng.randrange(1 << 30), "", "disk=1MiB", "delay=0.0005")
     wait_started(proc)
-    time.sleep(rng.uniform(0.0, 0.8))
-    kill_group(proc)
-    failures = []
-    rc, text = c.verify(path)
-    if rc != 0:
-        failures.append(f"verify after a kill mid-compaction exited {rc}: {text[-300:]}")
+    failures = _kill_then_verify(c, rng, proc, 0.8, path, "a kill mid-compaction")
     wrong, _, stored = outcome(c.check(path, n), failures)
     return {"wrong": wrong, "failures": failures, "detail": f"{stored} of {n} served"}
 
@@ -315,6 +314,26 @@ def try_corrupt_segment(c, rng, work):
     return {"wrong": wrong, "failures": failures, "detail": f"{what}: {stored} of {n} served"}
 
 
+def _outlive_kill(c, proc, path, n, timeout, who, hung):
+    """After a kill of a worker or rank beside it: proc must finish or raise
+    an opt4store.Error (its report says which, and counts the wrong values it
+    saw), not hang; then every value of the store is checked. Returns
+    (wrong, failures, proc's report)."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        report = last_json(subprocess.CompletedProcess([], proc.returncode, out, err))
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        report = {"error": hung}
+    failures = []
+    if "error" in report:
+        failures.append(report["error"])
+    elif report.get("raised") and not report.get("expected"):
+        failures.append(f"{who}raised {report['raised']}")
+    wrong, _, _ = outcome(c.check(path, n), failures)
+    return wrong + report.get("wrong", 0), failures, report
+
+
 def try_kill_worker(c, rng, work):
     """A DataLoader worker of a training process killed with SIGKILL: the
     training process must raise (an opt4store.Error, or torch's "worker
@@ -332,21 +351,11 @@ def try_kill_worker(c, rng, work):
         if workers:
             break
         time.sleep(0.01)
-    failures = []
     if workers:
         os.kill(rng.choice(workers), signal.SIGKILL)
-    try:
-        out, err = proc.communicate(timeout=90)
-        report = last_json(subprocess.CompletedProcess([], proc.returncode, out, err))
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        report = {"error": "the training process hung after its worker was killed"}
-    if "error" in report:
-        failures.append(report["error"])
-    elif report.get("raised") and not report.get("expected"):
-        failures.append(f"raised {report['raised']}")
-    wrong, _, stored = outcome(c.check(path, n), failures)
-    wrong += report.get("wrong", 0)
+    wrong, failures, report = _outlive_kill(
+        c, proc, path, n, timeout=90, who="",
+        hung="the training process hung after its worker was killed")
     return {"wrong": wrong, "failures": failures,
             "detail": f"workers {len(workers)}, raised {report.get('raised')}"}
 
@@ -364,20 +373,9 @@ def try_kill_ddp_rank(c, rng, work):
     time.sleep(rng.uniform(0.0, 2.0))
     victim = rng.choice([0, 1])
     kill_group(ranks[victim])
-    failures = []
-    survivor = ranks[1 - victim]
-    try:
-        out, err = survivor.communicate(timeout=60)
-        report = last_json(subprocess.CompletedProcess([], survivor.returncode, out, err))
-    except subprocess.TimeoutExpired:
-        kill_group(survivor)
-        report = {"error": f"rank {1 - victim} hung after rank {victim} was killed"}
-    if "error" in report:
-        failures.append(report["error"])
-    elif report.get("raised") and not report.get("expected"):
-        failures.append(f"rank {1 - victim} raised {report['raised']}")
-    wrong, _, stored = outcome(c.check(path, n), failures)
-    wrong += report.get("wrong", 0)
+    wrong, failures, report = _outlive_kill(
+        c, ranks[1 - victim], path, n, timeout=60, who=f"rank {1 - victim} ",
+        hung=f"rank {1 - victim} hung after rank {victim} was killed")
     return {"wrong": wrong, "failures": failures,
             "detail": f"rank {victim} killed; the other: {report.get('raised') or 'finished'}"}
 

@@ -244,6 +244,7 @@ def full_disk(mnt, seed):
     import random
     import torch
     import opt4store
+    from o4s_testlib import fill_disk  # tests/python: on the campaign's PYTHONPATH
     rng = random.Random(int(seed))
     path = os.path.join(mnt, "store")
     numel = rng.choice([1024, 4096, 8192])
@@ -254,16 +255,6 @@ def full_disk(mnt, seed):
         return torch.full((numel,), float(i))
 
     failures, wrong = [], 0
-
-    def fill():
-        fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        for chunk in (1 << 16, 4096, 1):
-            try:
-                while True:
-                    os.write(fd, b"f" * chunk)
-            except OSError:
-                pass
-        os.close(fd)
 
     def put_all(store, stored):
         for i in range(n):
@@ -298,11 +289,11 @@ def full_disk(mnt, seed):
     s = opt4store.Store(path, ram_items=20, disk="256MiB", sync=sync)
     s.bind(n)
     put_all(s, stored)  # fills part of the disk
-    fill()
+    fill_disk(mnt)
     put_all(s, stored)
     served(s)
     close(s)
-    fill()
+    fill_disk(mnt)
     try:
         s = opt4store.Store(path, sync=sync)
         s.bind(n)

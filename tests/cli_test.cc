@@ -1,14 +1,9 @@
 // Tests of the opt4store CLI: each runs the real binary (OPT4STORE_CLI) in a
 // shell, captures stdout, stderr and the exit status, and checks behaviour
 // against the engine (GenerateEpoch, ReadNumberFile) or hand-worked numbers.
-// Longer than 600 lines because: one binary for the planning commands (plan,
-// simulate, demo) and their shared fixtures; a test binary links the whole
-// store (about 15 s on the 2-core CI machine each), so tests are split only
-// along seams of their own (the store commands are in store_cli_test.cc).
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
+// Longer than 600 lines because: one file for the planning commands (plan,
+// simulate, demo) and their shared fixtures; tests are split only along
+// seams of their own (the store commands are in store_cli_test.cc).
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,30 +14,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "cli_test_util.h"
 #include "json_test_util.h"
 #include "opt4store/number_file.h"
 #include "opt4store/plan.h"
 
 namespace opt4store {
 namespace {
-
-struct CliResult {
-  int status = -1;  // exit status; -1 if killed by a signal
-  std::string out;
-  std::string err;
-};
-
-std::string ShellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      q += "'\\''";
-    } else {
-      q += c;
-    }
-  }
-  return q + "'";
-}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -57,42 +35,9 @@ void WriteAll(const std::string& path, const std::string& text) {
   REQUIRE(out.good());
 }
 
-// A fresh directory under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/opt4store_cli_test_XXXXXX";
-    const char* dir = mkdtemp(tmpl);
-    REQUIRE(dir != nullptr);
-    path_ = dir;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
-  CliResult Run(const std::vector<std::string>& args) const {
-    const std::string err_path = File("stderr.txt");
-    std::string cmd = ShellQuote(OPT4STORE_CLI);
-    for (const std::string& a : args) cmd += " " + ShellQuote(a);
-    cmd += " 2>" + ShellQuote(err_path);
-    CliResult r;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-    const int raw = pclose(pipe);
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.err = ReadAll(err_path);
-    return r;
-  }
-
- private:
-  std::string path_;
-};
-
+using opt4store_test::Cli;
+using opt4store_test::CliResult;
+using opt4store_test::TempDir;
 using opt4store_test::Json;
 using opt4store_test::KeysOf;
 using opt4store_test::ParseJson;
@@ -139,8 +84,8 @@ TEST_CASE("plan writes all four formats, equal to GenerateEpoch", "[cli][plan]")
   for (const std::string ext : {"txt", "u32", "u64", "npy"}) {
     SECTION(ext) {
       const std::string path = dir.File("plan." + ext);
-      CliResult r = dir.Run({"plan", "--sampler", "shuffle", "--dataset-size", "50", "--epochs",
-                             "3", "--seed", "7", "--output", path, "--format", ext});
+      CliResult r = Cli(dir, {"plan", "--sampler", "shuffle", "--dataset-size", "50", "--epochs",
+                              "3", "--seed", "7", "--output", path, "--format", ext});
       INFO(r.err);
       REQUIRE(r.status == 0);
       CHECK(r.err.empty());
@@ -169,9 +114,9 @@ TEST_CASE("plan generates every sampler kind", "[cli][plan]") {
     spec.seed = 3;
     spec.num_samples = 25;
     const std::string path = dir.File("r.u32");
-    CliResult r = dir.Run({"plan", "--sampler", "replacement", "--dataset-size", "40",
-                           "--epochs", "2", "--seed", "3", "--num-samples", "25", "--output",
-                           path});
+    CliResult r = Cli(dir, {"plan", "--sampler", "replacement", "--dataset-size", "40",
+                            "--epochs", "2", "--seed", "3", "--num-samples", "25", "--output",
+                            path});
     REQUIRE(r.status == 0);
     std::vector<uint64_t> values;
     REQUIRE(ReadNumberFile(path, UINT64_MAX, &values).ok());
@@ -188,9 +133,9 @@ TEST_CASE("plan generates every sampler kind", "[cli][plan]") {
     spec.rank = 1;
     spec.drop_last = true;
     const std::string path = dir.File("d.npy");
-    CliResult r = dir.Run({"plan", "--sampler", "distributed", "--dataset-size", "31",
-                           "--epochs", "2", "--seed", "5", "--world", "3", "--rank", "1",
-                           "--drop-last", "--output", path});
+    CliResult r = Cli(dir, {"plan", "--sampler", "distributed", "--dataset-size", "31",
+                            "--epochs", "2", "--seed", "5", "--world", "3", "--rank", "1",
+                            "--drop-last", "--output", path});
     REQUIRE(r.status == 0);
     std::vector<uint64_t> values;
     REQUIRE(ReadNumberFile(path, UINT64_MAX, &values).ok());
@@ -199,7 +144,7 @@ TEST_CASE("plan generates every sampler kind", "[cli][plan]") {
   }
   SECTION("sequential, one epoch, text") {
     const std::string path = dir.File("s.txt");
-    REQUIRE(dir.Run({"plan", "--sampler", "sequential", "--dataset-size", "5", "--output", path})
+    REQUIRE(Cli(dir, {"plan", "--sampler", "sequential", "--dataset-size", "5", "--output", path})
                 .status == 0);
     CHECK(ReadAll(path) == "0\n1\n2\n3\n4\n");
   }
@@ -212,7 +157,7 @@ TEST_CASE("plan --info on a hand-made file", "[cli][plan]") {
   const std::string path = dir.File("plan.txt");
   WriteAll(path, "0\n1\n0\n2\n1\n");
 
-  CliResult r = dir.Run({"plan", "--input", path, "--info", "--json"});
+  CliResult r = Cli(dir, {"plan", "--input", path, "--info", "--json"});
   INFO(r.err);
   REQUIRE(r.status == 0);
   const Json j = ParseJson(r.out);
@@ -237,15 +182,15 @@ TEST_CASE("plan --info on a hand-made file", "[cli][plan]") {
   CHECK(reuse.at("histogram") == Json::parse(R"([{"min": 1, "max": 1, "count": 0},
                                                  {"min": 2, "max": 3, "count": 2}])"));
 
-  CliResult text = dir.Run({"plan", "--input", path, "--info"});
+  CliResult text = Cli(dir, {"plan", "--input", path, "--info"});
   REQUIRE(text.status == 0);
   CHECK(text.out.find("reads:         5\n") != std::string::npos);
   CHECK(text.out.find("count 2, min 2, mean 2.50, max 3") != std::string::npos);
 
   SECTION("--dataset-size and --epoch-length apply to the file") {
     WriteAll(path, "0\n1\n2\n3\n0\n1\n2\n3\n");
-    CliResult e = dir.Run({"plan", "--input", path, "--info", "--json", "--dataset-size", "10",
-                           "--epoch-length", "4"});
+    CliResult e = Cli(dir, {"plan", "--input", path, "--info", "--json", "--dataset-size", "10",
+                            "--epoch-length", "4"});
     INFO(e.err);
     REQUIRE(e.status == 0);
     const Json info = ParseJson(e.out);
@@ -258,8 +203,8 @@ TEST_CASE("plan --info on a hand-made file", "[cli][plan]") {
 TEST_CASE("plan --info on a generated plan", "[cli][plan]") {
   TempDir dir;
   // Sequential 10 ids x 2 epochs: every id is read again 10 positions later.
-  CliResult r = dir.Run({"plan", "--sampler", "sequential", "--dataset-size", "10", "--epochs",
-                         "2", "--info", "--json"});
+  CliResult r = Cli(dir, {"plan", "--sampler", "sequential", "--dataset-size", "10", "--epochs",
+                          "2", "--info", "--json"});
   INFO(r.err);
   REQUIRE(r.status == 0);
   const Json j = ParseJson(r.out);
@@ -295,8 +240,8 @@ TEST_CASE("simulate --json gives the hand-worked hits", "[cli][simulate]") {
   const std::string path = dir.File("seq.txt");
   WriteAll(path, "0\n1\n2\n0\n1\n3\n0\n");
 
-  CliResult r = dir.Run({"simulate", "--plan", path, "--capacity", "2", "--policy", "opt,lru",
-                         "--json"});
+  CliResult r = Cli(dir, {"simulate", "--plan", path, "--capacity", "2", "--policy", "opt,lru",
+                          "--json"});
   INFO(r.err);
   REQUIRE(r.status == 0);
   const Json j = ParseJson(r.out);
@@ -328,15 +273,15 @@ TEST_CASE("simulate --json gives the hand-worked hits", "[cli][simulate]") {
   CHECK(KeysOf(j.at("policies")) == std::vector<std::string>{"opt", "lru"});
   CHECK(r.out.find("seconds") == std::string::npos);
 
-  CliResult three = dir.Run({"simulate", "--plan", path, "--capacity", "3", "--policy",
-                             "lru,opt", "--json"});
+  CliResult three = Cli(dir, {"simulate", "--plan", path, "--capacity", "3", "--policy",
+                              "lru,opt", "--json"});
   REQUIRE(three.status == 0);
   const Json j3 = ParseJson(three.out);
   CHECK(j3.at("policies").at("lru").at("hits") == 3);
   CHECK(j3.at("policies").at("opt").at("hits") == 3);
 
-  CliResult one = dir.Run({"simulate", "--plan", path, "--capacity", "1", "--policy", "opt,lru",
-                           "--json"});
+  CliResult one = Cli(dir, {"simulate", "--plan", path, "--capacity", "1", "--policy", "opt,lru",
+                            "--json"});
   REQUIRE(one.status == 0);
   const Json j1 = ParseJson(one.out);
   CHECK(j1.at("policies").at("opt").at("hits") == 2);
@@ -348,8 +293,8 @@ TEST_CASE("simulate JSON is identical across runs", "[cli][simulate]") {
   const std::vector<std::string> args = {"simulate", "--sampler", "shuffle", "--dataset-size",
                                          "300", "--epochs", "3", "--seed", "11",
                                          "--capacity-ratio", "0.1,0.5", "--json"};
-  CliResult a = dir.Run(args);
-  CliResult b = dir.Run(args);
+  CliResult a = Cli(dir, args);
+  CliResult b = Cli(dir, args);
   INFO(a.err);
   REQUIRE(a.status == 0);
   REQUIRE(b.status == 0);
@@ -375,7 +320,7 @@ TEST_CASE("a curve has one point per capacity and its lru equals single runs",
     std::vector<std::string> args = {"simulate"};
     args.insert(args.end(), plan.begin(), plan.end());
     args.insert(args.end(), extra.begin(), extra.end());
-    CliResult r = dir.Run(args);
+    CliResult r = Cli(dir, args);
     INFO(r.err);
     REQUIRE(r.status == 0);
     return r.out;
@@ -424,8 +369,8 @@ TEST_CASE("simulate with byte sizes", "[cli][simulate]") {
   const std::string path = dir.File("seq.txt");
   WriteAll(path, "0\n1\n2\n0\n1\n3\n0\n");
   SECTION("--item-size: a byte capacity holds capacity / size items") {
-    CliResult r = dir.Run({"simulate", "--plan", path, "--item-size", "1KiB", "--capacity-bytes",
-                           "2.5KiB", "--policy", "opt,lru", "--json"});
+    CliResult r = Cli(dir, {"simulate", "--plan", path, "--item-size", "1KiB", "--capacity-bytes",
+                            "2.5KiB", "--policy", "opt,lru", "--json"});
     INFO(r.err);
     REQUIRE(r.status == 0);
     const Json j = ParseJson(r.out);
@@ -441,8 +386,8 @@ TEST_CASE("simulate with byte sizes", "[cli][simulate]") {
   SECTION("--sizes: per-item sizes from a file") {
     const std::string sizes = dir.File("sizes.txt");
     WriteAll(sizes, "100\n100\n100\n100\n");
-    CliResult r = dir.Run({"simulate", "--plan", path, "--sizes", sizes, "--capacity-bytes",
-                           "200", "--policy", "opt,lru", "--json"});
+    CliResult r = Cli(dir, {"simulate", "--plan", path, "--sizes", sizes, "--capacity-bytes",
+                            "200", "--policy", "opt,lru", "--json"});
     INFO(r.err);
     REQUIRE(r.status == 0);
     const Json policies = ParseJson(r.out).at("policies");
@@ -450,8 +395,8 @@ TEST_CASE("simulate with byte sizes", "[cli][simulate]") {
     CHECK(policies.at("opt").at("bytes_hit") == 300);
     CHECK(policies.at("lru").at("hits") == 0);
     CHECK(policies.at("opt").at("byte_hit_rate") == 0.428571);
-    CliResult ratio = dir.Run({"simulate", "--plan", path, "--sizes", sizes,
-                               "--capacity-ratio", "0.5", "--json"});
+    CliResult ratio = Cli(dir, {"simulate", "--plan", path, "--sizes", sizes,
+                                "--capacity-ratio", "0.5", "--json"});
     REQUIRE(ratio.status == 0);
     CHECK(ParseJson(ratio.out).at("capacity") == 200);
   }
@@ -460,9 +405,9 @@ TEST_CASE("simulate with byte sizes", "[cli][simulate]") {
 TEST_CASE("sizes take units and capacity lists", "[cli][simulate]") {
   TempDir dir;
   // 4096 items of 1 KiB: 4 MiB in all.
-  CliResult r = dir.Run({"simulate", "--sampler", "sequential", "--dataset-size", "4096",
-                         "--epochs", "2", "--item-size", "1KiB", "--policy", "lru", "--json",
-                         "--capacity-bytes", "1000,1KB,1kib,1.5KiB,1MB,1MiB,2 MiB,4MiB"});
+  CliResult r = Cli(dir, {"simulate", "--sampler", "sequential", "--dataset-size", "4096",
+                          "--epochs", "2", "--item-size", "1KiB", "--policy", "lru", "--json",
+                          "--capacity-bytes", "1000,1KB,1kib,1.5KiB,1MB,1MiB,2 MiB,4MiB"});
   INFO(r.err);
   REQUIRE(r.status == 0);
   const Json curve = ParseJson(r.out).at("curve");
@@ -489,8 +434,8 @@ TEST_CASE("the CLI reads the shared size cases (--item-size)", "[cli][sizes]") {
     if (text.empty()) continue;  // to the CLI, an empty option is one not given
     INFO("'" << text << "'");
     // --opt=value, so that "-1GiB" is not taken for an option.
-    CliResult r = dir.Run({"simulate", "--sampler", "sequential", "--dataset-size", "1",
-                           "--item-size=" + text, "--capacity-ratio", "1", "--json"});
+    CliResult r = Cli(dir, {"simulate", "--sampler", "sequential", "--dataset-size", "1",
+                            "--item-size=" + text, "--capacity-ratio", "1", "--json"});
     INFO(r.err);
     if (c.at(1).is_null()) {
       CheckOneLineError(r);
@@ -510,19 +455,19 @@ TEST_CASE("JSON strings are escaped", "[cli][simulate]") {
   TempDir dir;
   const std::string path = dir.File("we\"ird\\name\t.txt");
   WriteAll(path, "0\n1\n0\n");
-  CliResult r = dir.Run({"simulate", "--plan", path, "--capacity", "1", "--json"});
+  CliResult r = Cli(dir, {"simulate", "--plan", path, "--capacity", "1", "--json"});
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("we\\\"ird\\\\name\\t.txt") != std::string::npos);
   CHECK(ParseJson(r.out).at("plan").get<std::string>().find(path) != std::string::npos);
-  CliResult info = dir.Run({"plan", "--input", path, "--info", "--json"});
+  CliResult info = Cli(dir, {"plan", "--input", path, "--info", "--json"});
   REQUIRE(info.status == 0);
   CHECK(info.out.find("we\\\"ird\\\\name\\t.txt") != std::string::npos);
 
   SECTION("a file name that is not UTF-8 still gives JSON") {
     const std::string latin1 = dir.File("caf\xe9.txt");
     WriteAll(latin1, "0\n1\n0\n");
-    CliResult l = dir.Run({"simulate", "--plan", latin1, "--capacity", "1", "--json"});
+    CliResult l = Cli(dir, {"simulate", "--plan", latin1, "--capacity", "1", "--json"});
     INFO(l.err);
     REQUIRE(l.status == 0);
     // The byte that is not UTF-8 becomes U+FFFD.
@@ -537,103 +482,103 @@ TEST_CASE("errors are one line and a non-zero exit", "[cli][errors]") {
   WriteAll(seq, "0\n1\n2\n0\n1\n3\n0\n");
 
   SECTION("capacity larger than the dataset") {
-    CliResult r = dir.Run({"simulate", "--plan", seq, "--capacity", "5"});
+    CliResult r = Cli(dir, {"simulate", "--plan", seq, "--capacity", "5"});
     CheckOneLineError(r);
     CHECK(r.err.find("larger than the dataset") != std::string::npos);
-    CliResult b = dir.Run({"simulate", "--plan", seq, "--item-size", "10", "--capacity-bytes",
-                           "1KB"});
+    CliResult b = Cli(dir, {"simulate", "--plan", seq, "--item-size", "10", "--capacity-bytes",
+                            "1KB"});
     CheckOneLineError(b);
     CHECK(b.err.find("larger than the dataset") != std::string::npos);
   }
   SECTION("a malformed text plan names its line") {
     const std::string bad = dir.File("bad.txt");
     WriteAll(bad, "0\n1\nabc\n2\n");
-    CliResult r = dir.Run({"simulate", "--plan", bad, "--capacity", "1"});
+    CliResult r = Cli(dir, {"simulate", "--plan", bad, "--capacity", "1"});
     CheckOneLineError(r);
     CHECK(r.err.find(bad + ":3:") != std::string::npos);
     CHECK(r.err.find("'abc'") != std::string::npos);
-    CliResult info = dir.Run({"plan", "--input", bad, "--info"});
+    CliResult info = Cli(dir, {"plan", "--input", bad, "--info"});
     CheckOneLineError(info);
     CHECK(info.err.find(bad + ":3:") != std::string::npos);
   }
   SECTION("a truncated binary plan names its offset") {
     const std::string bad = dir.File("bad.u32");
     WriteAll(bad, std::string("\x01\x00\x00\x00\x02\x00", 6));
-    CliResult r = dir.Run({"plan", "--input", bad, "--info"});
+    CliResult r = Cli(dir, {"plan", "--input", bad, "--info"});
     CheckOneLineError(r);
     CHECK(r.err.find("offset") != std::string::npos);
   }
   SECTION("a missing file is named") {
     const std::string missing = dir.File("no_such_plan.txt");
-    CliResult r = dir.Run({"simulate", "--plan", missing, "--capacity", "1"});
+    CliResult r = Cli(dir, {"simulate", "--plan", missing, "--capacity", "1"});
     CheckOneLineError(r);
     CHECK(r.err.find(missing) != std::string::npos);
-    CliResult s = dir.Run({"simulate", "--plan", seq, "--sizes", dir.File("no_sizes.txt"),
-                           "--capacity-ratio", "0.5"});
+    CliResult s = Cli(dir, {"simulate", "--plan", seq, "--sizes", dir.File("no_sizes.txt"),
+                            "--capacity-ratio", "0.5"});
     CheckOneLineError(s);
     CHECK(s.err.find("no_sizes.txt") != std::string::npos);
   }
   SECTION("bad numbers") {
-    CliResult r = dir.Run({"simulate", "--plan", seq, "--capacity", "12x"});
+    CliResult r = Cli(dir, {"simulate", "--plan", seq, "--capacity", "12x"});
     CheckOneLineError(r);
     CHECK(r.err.find("--capacity") != std::string::npos);
     CHECK(r.err.find("'12x'") != std::string::npos);
-    CheckOneLineError(dir.Run({"simulate", "--plan", seq, "--capacity-ratio", "1.5"}));
-    CheckOneLineError(dir.Run({"simulate", "--plan", seq, "--capacity", "1,,2"}));
-    CheckOneLineError(dir.Run({"simulate", "--plan", seq, "--capacity", "-1"}));
+    CheckOneLineError(Cli(dir, {"simulate", "--plan", seq, "--capacity-ratio", "1.5"}));
+    CheckOneLineError(Cli(dir, {"simulate", "--plan", seq, "--capacity", "1,,2"}));
+    CheckOneLineError(Cli(dir, {"simulate", "--plan", seq, "--capacity", "-1"}));
     CheckOneLineError(
-        dir.Run({"simulate", "--plan", seq, "--item-size", "4 XB", "--capacity-ratio", "0.5"}));
-    CheckOneLineError(dir.Run({"plan", "--sampler", "shuffle", "--dataset-size", "1e3",
-                               "--output", dir.File("p.txt")}));
+        Cli(dir, {"simulate", "--plan", seq, "--item-size", "4 XB", "--capacity-ratio", "0.5"}));
+    CheckOneLineError(Cli(dir, {"plan", "--sampler", "shuffle", "--dataset-size", "1e3",
+                                "--output", dir.File("p.txt")}));
   }
   SECTION("bad plan options") {
     // rank >= world
-    CliResult r = dir.Run({"plan", "--sampler", "distributed", "--dataset-size", "10", "--world",
-                           "2", "--rank", "2", "--output", dir.File("p.txt")});
+    CliResult r = Cli(dir, {"plan", "--sampler", "distributed", "--dataset-size", "10", "--world",
+                            "2", "--rank", "2", "--output", dir.File("p.txt")});
     CheckOneLineError(r);
     CHECK(r.err.find("--rank") != std::string::npos);
-    CheckOneLineError(dir.Run({"plan", "--sampler", "shuffle", "--dataset-size", "0", "--output",
-                               dir.File("p.txt")}));
-    CheckOneLineError(dir.Run({"plan", "--sampler", "shuffle", "--dataset-size", "4294967296",
-                               "--output", dir.File("p.txt")}));
-    CheckOneLineError(dir.Run({"plan", "--sampler", "shuffle", "--dataset-size", "10",
-                               "--epochs", "0", "--output", dir.File("p.txt")}));
-    CliResult kind = dir.Run({"plan", "--sampler", "zigzag", "--dataset-size", "10", "--output",
-                              dir.File("p.txt")});
+    CheckOneLineError(Cli(dir, {"plan", "--sampler", "shuffle", "--dataset-size", "0", "--output",
+                                dir.File("p.txt")}));
+    CheckOneLineError(Cli(dir, {"plan", "--sampler", "shuffle", "--dataset-size", "4294967296",
+                                "--output", dir.File("p.txt")}));
+    CheckOneLineError(Cli(dir, {"plan", "--sampler", "shuffle", "--dataset-size", "10",
+                                "--epochs", "0", "--output", dir.File("p.txt")}));
+    CliResult kind = Cli(dir, {"plan", "--sampler", "zigzag", "--dataset-size", "10", "--output",
+                               dir.File("p.txt")});
     CheckOneLineError(kind);
     CHECK(kind.err.find("zigzag") != std::string::npos);
-    CheckOneLineError(dir.Run({"plan", "--sampler", "shuffle", "--dataset-size", "10",
-                               "--output", dir.File("p.bin"), "--format", "u32"}));
-    CheckOneLineError(dir.Run({"simulate", "--plan", seq, "--capacity", "1", "--policy",
-                               "opt,belady"}));
-    CheckOneLineError(dir.Run({"plan", "--input", seq, "--seed", "3", "--info"}));
+    CheckOneLineError(Cli(dir, {"plan", "--sampler", "shuffle", "--dataset-size", "10",
+                                "--output", dir.File("p.bin"), "--format", "u32"}));
+    CheckOneLineError(Cli(dir, {"simulate", "--plan", seq, "--capacity", "1", "--policy",
+                                "opt,belady"}));
+    CheckOneLineError(Cli(dir, {"plan", "--input", seq, "--seed", "3", "--info"}));
     CHECK(!std::filesystem::exists(dir.File("p.txt")));
   }
   SECTION("command-line parse errors point to --help") {
-    CliResult r = dir.Run({"simulate", "--no-such-option"});
+    CliResult r = Cli(dir, {"simulate", "--no-such-option"});
     CheckOneLineError(r);
     CHECK(r.err.find("--help") != std::string::npos);
-    CheckOneLineError(dir.Run({"frobnicate"}));
-    CheckOneLineError(dir.Run({}));
+    CheckOneLineError(Cli(dir, {"frobnicate"}));
+    CheckOneLineError(Cli(dir, {}));
   }
 }
 
 TEST_CASE("--help works for every subcommand", "[cli][help]") {
   TempDir dir;
-  CliResult top = dir.Run({"--help"});
+  CliResult top = Cli(dir, {"--help"});
   CHECK(top.status == 0);
   for (const char* sub : {"plan", "simulate", "demo"}) {
     CHECK(top.out.find(sub) != std::string::npos);
   }
-  CliResult plan = dir.Run({"plan", "--help"});
+  CliResult plan = Cli(dir, {"plan", "--help"});
   CHECK(plan.status == 0);
   CHECK(plan.out.find("--output") != std::string::npos);
   CHECK(plan.out.find("--info") != std::string::npos);
-  CliResult sim = dir.Run({"simulate", "--help"});
+  CliResult sim = Cli(dir, {"simulate", "--help"});
   CHECK(sim.status == 0);
   CHECK(sim.out.find("--capacity-ratio") != std::string::npos);
   CHECK(sim.out.find("--window") != std::string::npos);
-  CliResult demo = dir.Run({"demo", "--help"});
+  CliResult demo = Cli(dir, {"demo", "--help"});
   CHECK(demo.status == 0);
   CHECK(demo.out.find("demo") != std::string::npos);
 }
@@ -641,9 +586,9 @@ TEST_CASE("--help works for every subcommand", "[cli][help]") {
 TEST_CASE("simulate's table and the short-window note", "[cli][simulate]") {
   TempDir dir;
   // Shuffled epochs of 100: a 16-position window cannot see most next uses.
-  CliResult r = dir.Run({"simulate", "--sampler", "shuffle", "--dataset-size", "100",
-                         "--epochs", "4", "--capacity", "30", "--window", "16", "--policy",
-                         "opt,lru"});
+  CliResult r = Cli(dir, {"simulate", "--sampler", "shuffle", "--dataset-size", "100",
+                          "--epochs", "4", "--capacity", "30", "--window", "16", "--policy",
+                          "opt,lru"});
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("policy") != std::string::npos);
@@ -652,15 +597,15 @@ TEST_CASE("simulate's table and the short-window note", "[cli][simulate]") {
   CHECK(r.out.find("\nlru ") != std::string::npos);
   CHECK(r.out.find("--window 400") != std::string::npos);
 
-  CliResult exact = dir.Run({"simulate", "--sampler", "shuffle", "--dataset-size", "100",
-                             "--epochs", "4", "--capacity", "30", "--policy", "opt,lru"});
+  CliResult exact = Cli(dir, {"simulate", "--sampler", "shuffle", "--dataset-size", "100",
+                              "--epochs", "4", "--capacity", "30", "--policy", "opt,lru"});
   REQUIRE(exact.status == 0);
   CHECK(exact.out.find("note:") == std::string::npos);
 }
 
 TEST_CASE("demo prints the reference curve", "[cli][demo]") {
   TempDir dir;
-  CliResult r = dir.Run({"demo"});
+  CliResult r = Cli(dir, {"demo"});
   INFO(r.err);
   REQUIRE(r.status == 0);
   for (const char* row : {"\n1000 ", "\n5000 ", "\n9000 "}) {

@@ -1,56 +1,30 @@
 // opt4store simulate --hosts: its JSON equals SimulateCluster() on the same
 // plan, the table names every placement, and misuse is one line on stderr.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "cli_test_util.h"
 #include "json_test_util.h"
 #include "opt4store/cluster_simulator.h"
 
 namespace opt4store {
 namespace {
 
-struct Output {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
+using opt4store_test::CliResult;
 
-// Runs the CLI with args; stderr goes through a temporary file.
-Output RunCli(const std::vector<std::string>& args) {
-  char path[] = "/tmp/opt4store_cluster_cli_XXXXXX";
-  const int fd = mkstemp(path);
-  REQUIRE(fd >= 0);
-  close(fd);
-  std::string cmd = OPT4STORE_CLI;
-  for (const std::string& a : args) cmd += " '" + a + "'";
-  cmd += std::string(" 2>") + path;
-  Output r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  FILE* err = fopen(path, "r");
-  REQUIRE(err != nullptr);
-  while ((n = fread(buf, 1, sizeof(buf), err)) > 0) r.err.append(buf, n);
-  fclose(err);
-  remove(path);
-  return r;
+// Runs the CLI in a scratch directory of its own (its stderr goes there).
+CliResult RunCli(const std::vector<std::string>& args) {
+  const opt4store_test::TempDir dir;
+  return opt4store_test::Cli(dir, args);
 }
 
 TEST_CASE("simulate --hosts --json equals SimulateCluster", "[cli][cluster]") {
-  const Output r = RunCli({"simulate", "--hosts", "3", "--ranks-per-host", "2", "--sampler",
-                           "distributed", "--dataset-size", "500", "--epochs", "4", "--seed",
-                           "5", "--capacity-ratio", "0.125", "--item-size", "1KiB", "--json"});
+  const CliResult r = RunCli({"simulate", "--hosts", "3", "--ranks-per-host", "2", "--sampler",
+                              "distributed", "--dataset-size", "500", "--epochs", "4", "--seed",
+                              "5", "--capacity-ratio", "0.125", "--item-size", "1KiB", "--json"});
   INFO(r.err);
   REQUIRE(r.status == 0);
   const opt4store_test::Json j = opt4store_test::ParseJson(r.out);
@@ -93,9 +67,9 @@ TEST_CASE("simulate --hosts --json equals SimulateCluster", "[cli][cluster]") {
 }
 
 TEST_CASE("simulate --hosts prints a table with every placement", "[cli][cluster]") {
-  const Output r = RunCli({"simulate", "--hosts", "4", "--sampler", "distributed",
-                           "--dataset-size", "1000", "--epochs", "3", "--capacity", "250",
-                           "--placement", "per-host-opt,cluster-opt"});
+  const CliResult r = RunCli({"simulate", "--hosts", "4", "--sampler", "distributed",
+                              "--dataset-size", "1000", "--epochs", "3", "--capacity", "250",
+                              "--placement", "per-host-opt,cluster-opt"});
   INFO(r.err);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("per-host-opt") != std::string::npos);
@@ -125,7 +99,7 @@ TEST_CASE("simulate --hosts refuses misuse in one line", "[cli][cluster]") {
   for (const auto& args : bad) {
     std::vector<std::string> full = {"simulate"};
     full.insert(full.end(), args.begin(), args.end());
-    const Output r = RunCli(full);
+    const CliResult r = RunCli(full);
     INFO(r.err);
     CHECK(r.status > 0);
     CHECK(r.out.empty());

@@ -1,14 +1,11 @@
-// store_cli_test_util.h: running the real opt4store binary (OPT4STORE_CLI)
-// from the store's CLI tests (store_cli_test.cc, store_clear_test.cc): its
-// exit status, stdout and stderr; a store made by `create`; a directory of
-// files for `import`.
+// store_cli_test_util.h: the store's CLI tests (store_cli_test.cc,
+// store_clear_test.cc) on top of cli_test_util.h: a run that must succeed,
+// a failure's message, a store made by `create`; a directory of files for
+// `import`.
 #ifndef OPT4STORE_TESTS_STORE_CLI_TEST_UTIL_H_
 #define OPT4STORE_TESTS_STORE_CLI_TEST_UTIL_H_
 
-#include <sys/wait.h>
-
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -16,39 +13,10 @@
 
 #include <catch2/catch.hpp>
 
+#include "cli_test_util.h"
 #include "test_util.h"
 
 namespace opt4store_test {
-
-struct CliResult {
-  int status = -1;  // the exit status; -1 when killed by a signal
-  std::string out;  // stdout, byte for byte
-  std::string err;
-};
-
-inline std::string Quoted(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs `opt4store args...` through the shell, stderr to a file.
-inline CliResult Cli(const TempDir& dir, const std::vector<std::string>& args) {
-  const std::string err_path = dir.File("cli_stderr.txt");
-  std::string cmd = Quoted(OPT4STORE_CLI);
-  for (const std::string& a : args) cmd += " " + Quoted(a);
-  cmd += " 2>" + Quoted(err_path);
-  CliResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[1 << 14];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.err = ReadBytes(err_path);
-  return r;
-}
 
 // Runs and requires success; returns stdout.
 inline std::string CliOk(const TempDir& dir, const std::vector<std::string>& args) {

@@ -99,6 +99,13 @@ class SmallDisk {
   bool mounted_ = false;
 };
 
+// True when disk is mounted; else the test is skipped, with a warning that
+// says why.
+bool Mounted(const SmallDisk& disk) {
+  if (!disk.ok()) WARN("skipped: cannot mount a small tmpfs to fill (" << disk.why() << ")");
+  return disk.ok();
+}
+
 constexpr uint64_t kItems = 600;
 const ValueShape kShape{1024, 15 * 1024};  // 16 KiB values: 600 make about 9.6 MiB
 
@@ -169,10 +176,7 @@ TEST_CASE("full disk: writes stop with NoSpace, the store keeps serving, reopens
           "[store][disk][nospace]") {
   ScratchStore scratch;
   SmallDisk disk(scratch.dir() + "/fs", 16);
-  if (!disk.ok()) {
-    WARN("skipped: cannot mount a small tmpfs to fill (" << disk.why() << ")");
-    return;
-  }
+  if (!Mounted(disk)) return;
   const std::string path = disk.File("store");
   const StoreOptions o = FullDiskOptions(scratch);
   std::set<ItemId> stored;  // the ids whose Put returned OK
@@ -264,10 +268,7 @@ TEST_CASE("full disk: a store at its budget (evicting, compacting, rolling over 
           "[store][disk][nospace]") {
   ScratchStore scratch;
   SmallDisk disk(scratch.dir() + "/fs", 16);
-  if (!disk.ok()) {
-    WARN("skipped: cannot mount a small tmpfs to fill (" << disk.why() << ")");
-    return;
-  }
+  if (!Mounted(disk)) return;
   const std::string path = disk.File("store");
   StoreOptions o = FullDiskOptions(scratch);
   o.disk = 6 << 20;  // segments of 768 KiB; about 300 values fit
@@ -351,10 +352,7 @@ TEST_CASE("full disk: small values, where RocksDB's WAL meets the full disk firs
           "[store][disk][nospace]") {
   ScratchStore scratch;
   SmallDisk disk(scratch.dir() + "/fs", 16);
-  if (!disk.ok()) {
-    WARN("skipped: cannot mount a small tmpfs to fill (" << disk.why() << ")");
-    return;
-  }
+  if (!Mounted(disk)) return;
   const std::string path = disk.File("store");
   const StoreOptions o = SmallValueOptions(scratch);
   std::set<ItemId> stored;
@@ -407,10 +405,7 @@ TEST_CASE("full disk: when the index's log is refused, writes resume without a r
           "[store][disk][nospace]") {
   ScratchStore scratch;
   SmallDisk disk(scratch.dir() + "/fs", 16);
-  if (!disk.ok()) {
-    WARN("skipped: cannot mount a small tmpfs to fill (" << disk.why() << ")");
-    return;
-  }
+  if (!Mounted(disk)) return;
   const std::string path = disk.File("store");
   const StoreOptions o = SmallValueOptions(scratch);
   std::set<ItemId> stored;
@@ -468,10 +463,7 @@ std::map<std::string, std::string> FilesUnder(const std::string& dir) {
 void RepairOnFullDisk(bool reserve_kept) {
   ScratchStore scratch;
   SmallDisk disk(scratch.dir() + "/fs", 16);
-  if (!disk.ok()) {
-    WARN("skipped: cannot mount a small tmpfs to fill (" << disk.why() << ")");
-    return;
-  }
+  if (!Mounted(disk)) return;
   const std::string path = disk.File("store");
   const StoreOptions o = FullDiskOptions(scratch);
   std::set<ItemId> stored;

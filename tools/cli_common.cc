@@ -114,48 +114,42 @@ std::string StringPrintf(const char* format, ...) {
   return out;
 }
 
+CLI::Option* AddGroupedOption(CLI::App* app, const std::string& group, const std::string& flag,
+                              std::string* value, const std::string& help,
+                              const std::string& type_name) {
+  return app->add_option(flag, *value, help)->type_name(type_name)->group(group);
+}
+
 void AddPlanOptions(CLI::App* app, const std::string& file_flag, PlanOptions* options) {
   const char* kGroup = "Plan (a file, or a generated sampler)";
   options->file_flag = file_flag;
-  app->add_option(file_flag, options->file,
-                  "Plan file: one id per read (text, .u32, .u64 or .npy; a 2-D .npy's rows "
-                  "are epochs)")
-      ->type_name("FILE")
-      ->group(kGroup);
-  app->add_option("--sampler", options->sampler,
-                  "Generate the plan: sequential, shuffle, replacement or distributed")
-      ->type_name("KIND")
-      ->group(kGroup);
-  app->add_option("--dataset-size", options->dataset_size,
-                  "N: ids are in [0, N). Required with --sampler; for a file, checked "
-                  "against every id (default: max id + 1)")
-      ->type_name("N")
-      ->check(RejectEmpty)
-      ->group(kGroup);
-  app->add_option("--epochs", options->epochs, "Epochs to generate (default 1)")
-      ->type_name("E")
-      ->group(kGroup);
-  app->add_option("--seed", options->seed, "Sampler seed (default 0)")
-      ->type_name("S")
-      ->group(kGroup);
-  app->add_option("--num-samples", options->num_samples,
-                  "replacement: draws per epoch (default N)")
-      ->type_name("K")
-      ->group(kGroup);
-  app->add_option("--world", options->world_size, "distributed: number of ranks (default 1)")
-      ->type_name("W")
-      ->group(kGroup);
-  app->add_option("--rank", options->rank, "distributed: this rank, in [0, W) (default 0)")
-      ->type_name("R")
-      ->group(kGroup);
+  AddGroupedOption(app, kGroup, file_flag, &options->file,
+                   "Plan file: one id per read (text, .u32, .u64 or .npy; a 2-D .npy's rows "
+                   "are epochs)",
+                   "FILE");
+  AddGroupedOption(app, kGroup, "--sampler", &options->sampler,
+                   "Generate the plan: sequential, shuffle, replacement or distributed", "KIND");
+  AddGroupedOption(app, kGroup, "--dataset-size", &options->dataset_size,
+                   "N: ids are in [0, N). Required with --sampler; for a file, checked "
+                   "against every id (default: max id + 1)",
+                   "N")
+      ->check(RejectEmpty);
+  AddGroupedOption(app, kGroup, "--epochs", &options->epochs, "Epochs to generate (default 1)",
+                   "E");
+  AddGroupedOption(app, kGroup, "--seed", &options->seed, "Sampler seed (default 0)", "S");
+  AddGroupedOption(app, kGroup, "--num-samples", &options->num_samples,
+                   "replacement: draws per epoch (default N)", "K");
+  AddGroupedOption(app, kGroup, "--world", &options->world_size,
+                   "distributed: number of ranks (default 1)", "W");
+  AddGroupedOption(app, kGroup, "--rank", &options->rank,
+                   "distributed: this rank, in [0, W) (default 0)", "R");
   app->add_flag("--drop-last", options->drop_last,
                 "distributed: drop the tail instead of padding to a multiple of W")
       ->group(kGroup);
-  app->add_option("--epoch-length", options->epoch_length,
-                  "Plan file: reads per epoch (default: the whole file, or a 2-D .npy's "
-                  "row length)")
-      ->type_name("L")
-      ->group(kGroup);
+  AddGroupedOption(app, kGroup, "--epoch-length", &options->epoch_length,
+                   "Plan file: reads per epoch (default: the whole file, or a 2-D .npy's "
+                   "row length)",
+                   "L");
 }
 
 bool HasPlan(const PlanOptions& o) { return !o.file.empty() || !o.sampler.empty(); }

@@ -23,6 +23,7 @@
 
 namespace CLI {
 class App;
+class Option;
 }  // namespace CLI
 
 namespace opt4store {
@@ -56,6 +57,12 @@ std::string StringPrintf(const char* format, ...) __attribute__((format(printf, 
 // A CLI11 check for options whose empty string would read as "not given"
 // (`--dataset-size ''`): returns the error, or "" when value is not empty.
 std::string RejectEmpty(const std::string& value);
+
+// A text option in the help group `group`, its value shown as type_name
+// ("--capacity N"); further settings chain on the Option returned.
+CLI::Option* AddGroupedOption(CLI::App* app, const std::string& group, const std::string& flag,
+                              std::string* value, const std::string& help,
+                              const std::string& type_name);
 
 // ---- Plan options -----------------------------------------------------------
 

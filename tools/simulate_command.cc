@@ -430,26 +430,20 @@ Command AddSimulateCommand(CLI::App* parent) {
       "--capacity-ratio 0.1");
   AddPlanOptions(app, "--plan", &options->plan);
   const char* kCapacity = "Capacity (lists are comma-separated; several values make a curve)";
-  app->add_option("--capacity", options->capacity, "Cache capacity in items")
-      ->type_name("N[,N...]")
-      ->group(kCapacity);
-  app->add_option("--capacity-ratio", options->capacity_ratio,
-                  "Capacity as a fraction in (0, 1] of the dataset's items, or of its bytes "
-                  "with --sizes/--item-size")
-      ->type_name("R[,R...]")
-      ->group(kCapacity);
-  app->add_option("--capacity-bytes", options->capacity_bytes,
-                  "Capacity in bytes (suffixes KiB, MiB, GiB, TiB, KB, MB, GB, TB); needs "
-                  "--sizes or --item-size")
-      ->type_name("B[,B...]")
-      ->group(kCapacity);
-  app->add_option("--sizes", options->sizes,
-                  "Number file whose i-th value is the byte size of id i")
-      ->type_name("FILE")
-      ->group(kCapacity);
-  app->add_option("--item-size", options->item_size, "Every item is this many bytes")
-      ->type_name("BYTES")
-      ->group(kCapacity);
+  AddGroupedOption(app, kCapacity, "--capacity", &options->capacity, "Cache capacity in items",
+                   "N[,N...]");
+  AddGroupedOption(app, kCapacity, "--capacity-ratio", &options->capacity_ratio,
+                   "Capacity as a fraction in (0, 1] of the dataset's items, or of its bytes "
+                   "with --sizes/--item-size",
+                   "R[,R...]");
+  AddGroupedOption(app, kCapacity, "--capacity-bytes", &options->capacity_bytes,
+                   "Capacity in bytes (suffixes KiB, MiB, GiB, TiB, KB, MB, GB, TB); needs "
+                   "--sizes or --item-size",
+                   "B[,B...]");
+  AddGroupedOption(app, kCapacity, "--sizes", &options->sizes,
+                   "Number file whose i-th value is the byte size of id i", "FILE");
+  AddGroupedOption(app, kCapacity, "--item-size", &options->item_size,
+                   "Every item is this many bytes", "BYTES");
   app->add_flag("--curve", options->curve,
                 "Print a curve; without a capacity, ratios 0.1, 0.2, ..., 0.9")
       ->group(kCapacity);
@@ -463,20 +457,16 @@ Command AddSimulateCommand(CLI::App* parent) {
   app->add_option("--policy-seed", options->policy_seed, "Seed of the random policy (default 0)")
       ->type_name("S");
   const char* kCluster = "Cluster (a distributed plan read by several hosts)";
-  app->add_option("--hosts", options->hosts,
-                  "Simulate H hosts, each with the capacity as its RAM budget; the plan is "
-                  "every rank of --sampler distributed")
-      ->type_name("H")
-      ->group(kCluster);
-  app->add_option("--ranks-per-host", options->ranks_per_host,
-                  "Ranks on each host (default 1); --world is hosts x ranks per host")
-      ->type_name("R")
-      ->group(kCluster);
-  app->add_option("--placement", options->placement,
-                  "'all' or a comma-separated list of: per-host-opt, cluster-opt, home-opt, "
-                  "static-partition, frequency-static (default all)")
-      ->type_name("LIST")
-      ->group(kCluster);
+  AddGroupedOption(app, kCluster, "--hosts", &options->hosts,
+                   "Simulate H hosts, each with the capacity as its RAM budget; the plan is "
+                   "every rank of --sampler distributed",
+                   "H");
+  AddGroupedOption(app, kCluster, "--ranks-per-host", &options->ranks_per_host,
+                   "Ranks on each host (default 1); --world is hosts x ranks per host", "R");
+  AddGroupedOption(app, kCluster, "--placement", &options->placement,
+                   "'all' or a comma-separated list of: per-host-opt, cluster-opt, home-opt, "
+                   "static-partition, frequency-static (default all)",
+                   "LIST");
   app->add_flag("--json", options->json, "Print one JSON object instead of a table");
   return Command{app, [options] { return RunSimulateCommand(*options); }};
 }

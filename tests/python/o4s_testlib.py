@@ -294,6 +294,24 @@ def optimal_hits_exhaustive(sequence, capacity):
     return best(0, frozenset())
 
 
+# ---------------------------------------------------------------- a full disk
+
+
+def fill_disk(directory):
+    """Fills the file system that holds directory to the last byte, as a
+    user's other files would: directory/filler grows in ever smaller
+    writes until each size is refused. (tests/python/test_full_disk.py and
+    bench/fault_campaign_children.py, in a small tmpfs.)"""
+    fd = os.open(os.path.join(directory, "filler"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    for chunk in (1 << 16, 4096, 1):
+        try:
+            while True:
+                os.write(fd, b"f" * chunk)
+        except OSError:
+            pass
+    os.close(fd)
+
+
 # ---------------------------------------------------------------- child interpreters
 
 

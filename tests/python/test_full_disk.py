@@ -16,29 +16,15 @@ import pytest
 
 from o4s_testlib import child_env
 
-# Both children fill the mounted disk as a user's other files would, to the
-# last byte.
-FILL = r"""
-def fill():
-    fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    for chunk in (1 << 16, 4096, 1):
-        try:
-            while True:
-                os.write(fd, b"f" * chunk)
-        except OSError:
-            pass
-    os.close(fd)
-"""
-
 CHILD = r"""
 import json, os, subprocess, sys
 import torch
 import opt4store
 from opt4store import NO_POSITION
+from o4s_testlib import fill_disk  # as a user's other files would fill it
 
 mnt = sys.argv[1]
 path = os.path.join(mnt, "store")
-""" + FILL + r"""
 
 def value(i):
     return torch.full((16 * 1024,), i % 251, dtype=torch.uint8)
@@ -71,19 +57,19 @@ for i in range(100):
     s.put(NO_POSITION, i, value(i))
     stored.add(i)
 
-fill()
+fill_disk(mnt)
 refused = put_all(s, n, stored)
 assert refused, "no Put was refused on the full disk"
 assert served(s, n) >= len(stored)
 s.close()
 stored_while_full = len(stored)
 
-fill()  # a refused write's bytes were freed again
+fill_disk(mnt)  # a refused write's bytes were freed again
 s = opt4store.Store(path, sync="every")  # reopens at once: the store exists
 s.bind(n)
 after_reopen = served(s, n)
 s.close()
-fill()
+fill_disk(mnt)
 verify = subprocess.run([os.environ["OPT4STORE_CLI"], "verify", path],
                         capture_output=True, text=True)
 
@@ -142,10 +128,10 @@ import os, sys
 import torch
 import opt4store
 from opt4store import NO_POSITION
+from o4s_testlib import fill_disk  # as a user's other files would fill it
 
 mnt = sys.argv[1]
 path = os.path.join(mnt, "store")
-""" + FILL + r"""
 n = 6144  # 4 KiB values: 24 MiB, more than the disk holds
 
 def value(i):
@@ -156,7 +142,7 @@ s = opt4store.Store(path, ram_items=20, disk="256MiB", sync="flush")
 s.bind(n)
 for i in range(n):
     s.put(NO_POSITION, i, value(i))  # refused writes are counted, not raised
-fill()
+fill_disk(mnt)
 for i in range(n):
     s.put(NO_POSITION, i, value(i))
 wrong = sum(1 for i in range(n)
