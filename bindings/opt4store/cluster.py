@@ -415,7 +415,7 @@ class ClusterPeer:
             self._give_up(mine)
             return
         table, blob = reply
-        offset = 0
+        offset, hits = 0, 0
         for k, j in enumerate(mine.tolist()):
             position, store_id = int(at[j]), first + j
             failed, meta_len, payload_len = table[k].tolist()
@@ -427,12 +427,12 @@ class ClusterPeer:
                     self.core.put_encoded(position, store_id, meta, payload)
                 except Exception as e:
                     self.errors.append(f"{type(e).__name__}: {e}")
-                self.core.count_peer_traffic(bytes_in=meta_len + payload_len)
             self.core.mark_consumed(position, store_id)
             held = not failed and int(self.core.locate(np.array([store_id]))[0]) != 0
-            if held:
-                self.core.count_peer_traffic(hits=1)
+            hits += held
             self.state.arrived[j] = 1 if held else 2
+        # One count per reply: offset is the bytes of the values that came.
+        self.core.count_peer_traffic(hits=hits, bytes_in=offset)
 
     def _give_up(self, mine):
         at, first = self.plan.arrivals[0], self.plan.dataset_size
