@@ -296,24 +296,24 @@ def make_loader(config, transfer, ds, trainer, workers, epochs, store_dir):
     decoded = len(ds) * 3 * OUT * OUT
     options = store_options(config, decoded)
     shuffle = torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(SEED))
+    store = None
     if options is None:
-        loader = torch.utils.data.DataLoader(WithIndex(ds), sampler=shuffle, batch_size=BATCH,
-                                             num_workers=workers, persistent_workers=workers > 0)
-        return (opt4store.to_device(loader, trainer.device) if transfer == "to_device"
-                else loader), None
-    path = store_dir if options["disk"] else None
-    if path:
-        shutil.rmtree(path, ignore_errors=True)
-    store = opt4store.Store(path, **options)
-    sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
-    if transfer == "loader":
-        # The cached value is (sample, index), so that the native loader's
-        # batches carry their indices as torch's do.
-        data = opt4store.CachedDataset(WithIndex(ds), store, sampler)
-        return opt4store.DataLoader(data, sampler=sampler, batch_size=BATCH, num_workers=workers,
-                                    persistent_workers=workers > 0, device=trainer.device), store
-    data = opt4store.CachedDataset(ds, store, sampler)
-    loader = torch.utils.data.DataLoader(WithIndex(data), sampler=sampler, batch_size=BATCH,
+        data, sampler = WithIndex(ds), shuffle
+    else:
+        path = store_dir if options["disk"] else None
+        if path:
+            shutil.rmtree(path, ignore_errors=True)
+        store = opt4store.Store(path, **options)
+        sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
+        if transfer == "loader":
+            # The cached value is (sample, index), so that the native loader's
+            # batches carry their indices as torch's do.
+            data = opt4store.CachedDataset(WithIndex(ds), store, sampler)
+            return opt4store.DataLoader(data, sampler=sampler, batch_size=BATCH,
+                                        num_workers=workers, persistent_workers=workers > 0,
+                                        device=trainer.device), store
+        data = WithIndex(opt4store.CachedDataset(ds, store, sampler))
+    loader = torch.utils.data.DataLoader(data, sampler=sampler, batch_size=BATCH,
                                          num_workers=workers, persistent_workers=workers > 0)
     return (opt4store.to_device(loader, trainer.device) if transfer == "to_device"
             else loader), store

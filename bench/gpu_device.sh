@@ -95,14 +95,19 @@ build() {
   export PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
 }
 
-check() {
-  build
-  "$PYTHON" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device"'
-  log "C++ tests"
+cpp_tests() {
   ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)"
-  log "Python tests, the CUDA ones included"
-  OPT4STORE_BUILD_DIR="$BUILD" "$PYTHON" -m pytest -q -p no:cacheprovider tests/python
-  log "pip install --no-build-isolation . and the Python tests against it"
+}
+
+python_tests() {
+  # A hung test fails after 240 s instead of holding the lease.
+  local timeout=()
+  "$PYTHON" -c 'import pytest_timeout' 2>/dev/null && timeout=(--timeout 240)
+  OPT4STORE_BUILD_DIR="$BUILD" "$PYTHON" -m pytest -q -p no:cacheprovider -rfE "${timeout[@]}" \
+    tests/python
+}
+
+pip_check() {
   local skb=$DEBS/scikit-build-core pathspec
   pathspec=$(ls -d "$DEPS"/usr/lib/python3/dist-packages 2>/dev/null || true)
   if [ -d "$skb" ]; then
@@ -110,6 +115,17 @@ check() {
   else
     PYTHONPATH="$pathspec" tests/pip_install_check.sh "$(command -v "$PYTHON")"
   fi
+}
+
+check() {
+  build
+  "$PYTHON" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device"'
+  log "C++ tests"
+  cpp_tests
+  log "Python tests, the CUDA ones included"
+  python_tests
+  log "pip install --no-build-isolation . and the Python tests against it"
+  pip_check
 }
 
 # Everything a lease of about ten minutes allows, in one command. The checks
@@ -123,20 +139,16 @@ all() {
   (
     set +e
     renice -n 19 -p "$BASHPID" >/dev/null
-    ctest --test-dir "$BUILD" --output-on-failure -j 8 >"$dir/tests.log" 2>&1
+    cpp_tests >"$dir/tests.log" 2>&1
     echo "ctest exit $?" >>"$dir/tests.log"
-    # A hung test fails after 240 s instead of holding the lease.
-    local timeout=()
-    "$PYTHON" -c 'import pytest_timeout' 2>/dev/null && timeout=(--timeout 240)
-    OPT4STORE_BUILD_DIR="$BUILD" "$PYTHON" -m pytest -q -p no:cacheprovider -rfE "${timeout[@]}" \
-      tests/python >>"$dir/tests.log" 2>&1
+    python_tests >>"$dir/tests.log" 2>&1
     echo "pytest exit $?" >>"$dir/tests.log"
   ) &
   local tests=$!
   (
     set +e
     renice -n 19 -p "$BASHPID" >/dev/null
-    tests/pip_install_check.sh "$(command -v "$PYTHON")" >"$dir/pip.log" 2>&1
+    pip_check >"$dir/pip.log" 2>&1
     echo "pip_install_check exit $?" >>"$dir/pip.log"
   ) &
   local pip=$!
