@@ -54,7 +54,7 @@
   X(planner, uint64_t, disk_put_errors, kCount, "writes the disk tier refused (full disk)")        \
   X(planner, uint64_t, abandoned_positions, kCount,                                                \
     "positions passed unread: skipped, or left behind")                                            \
-  X(peers, uint64_t, peer_hits, kCount, "reads served by a value another host sent (cluster)")    \
+  X(peers, uint64_t, peer_hits, kCount, "values other hosts sent that reached this store")         \
   X(peers, uint64_t, peer_bytes_in, kBytes, "bytes of values received from other hosts")           \
   X(peers, uint64_t, peer_bytes_out, kBytes, "bytes of values sent to other hosts")                \
   X(cursor, uint64_t, epoch, kCount, "the readers' frontier: its epoch")                           \
