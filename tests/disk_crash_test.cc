@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "disk_test_util.h"
+#include "fork_child.h"
 #include "test_util.h"
 #include "tiers/disk_tier.h"
 #include "engine/base/fault_injection_env.h"
@@ -147,10 +148,12 @@ TEST_CASE("disk crash: kill -9 at random moments loses nothing flushed, returns 
   for (int round = 0; round < kRounds; ++round) {
     int fds[2];
     REQUIRE(pipe(fds) == 0);
+    const pid_t parent = getpid();
     const pid_t child = fork();
     REQUIRE(child >= 0);
     const uint64_t crash_point = 20 + rng() % 400;  // kExact: the write, or KB written
     if (child == 0) {
+      opt4store_test::DieWithParent(parent);  // its loop never ends by itself
       close(fds[0]);
       RunChild(dir.path(), round, crash_point, fds[1]);
     }

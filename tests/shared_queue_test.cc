@@ -177,11 +177,13 @@ TEST_CASE("SharedQueue: producers in several processes deliver every message onc
   const int kProducers = 4;
   const uint64_t kPerProducer = 1500, kMaxBody = 200 * kKiB;
   std::vector<pid_t> pids;
+  const pid_t parent = getpid();
   for (int p = 0; p < kProducers; ++p) {
     std::fflush(stdout);
     pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
+      opt4store_test::DieWithParent(parent);  // a producer spins on a full queue
       // Half the producers use the inherited handle, half attach by name.
       std::unique_ptr<SharedQueue> own;
       SharedQueue* target = q.get();
