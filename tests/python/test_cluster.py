@@ -86,6 +86,16 @@ def _loads_from_epoch(log, epoch):
     return dict(zip(*(a.tolist() for a in np.unique(later, return_counts=True))))
 
 
+def _cluster_loads_from_epoch(tmp_path, results, epoch):
+    """{index: loads} of the hosts in `results` from their epoch `epoch` on."""
+    loads = {}
+    for rank in results:
+        for index, count in _loads_from_epoch(str(tmp_path / "loads") + f".{rank}",
+                                              epoch).items():
+            loads[index] = loads.get(index, 0) + count
+    return loads
+
+
 def _host_main(rank, cfg):
     try:
         _host(rank, cfg)
@@ -107,7 +117,16 @@ def _host(rank, cfg):
         _LoggedDataset(cfg["n"], NUMEL, counter, cfg["log"] + f".{rank}")
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=rank,
                                                shuffle=True, seed=SEED)
-    sampler = opt4store.PlannedSampler(base, epochs=EPOCHS)
+    epochs = cfg["epochs"]
+    sampler = opt4store.PlannedSampler(base, epochs=epochs)
+    # Kills (rank -> epoch: it exits after batch 3 of it); the others keep in
+    # lockstep, a group for each set of ranks alive (made by every rank).
+    kills = {int(r): e for r, e in cfg["kills"].items()}
+    dead_at = sorted(kills.items(), key=lambda item: item[1])
+    groups = {}
+    for k in range(len(dead_at) + 1):
+        alive = tuple(r for r in range(HOSTS) if r not in dict(dead_at[:k]))
+        groups[alive] = dist.new_group(list(alive), backend="gloo") if k else None
     begin = (0, 0)  # (epoch, index) this run starts at
     if cfg.get("resume"):  # one checkpoint for every rank, loaded before binding
         with open(cfg["resume"]) as f:
@@ -131,7 +150,7 @@ def _host(rank, cfg):
                       multiprocessing_context=context, persistent_workers=context == "spawn")
         length = sampler.epoch_length
         wrong, seen, stop, read = 0, 0, cfg.get("stop_at"), []
-        for epoch in range(begin[0], EPOCHS):
+        for epoch in range(begin[0], epochs):
             if cfg.get("log"):
                 dataset.begin_epoch(epoch)
             for b, batch in enumerate(loader):
@@ -141,14 +160,16 @@ def _host(rank, cfg):
                 expected = torch.stack([uniform_item(i, NUMEL) for i in ids])
                 wrong += sum(not torch.equal(g, e) for g, e in zip(batch, expected))
                 seen += len(batch)
-                if rank == cfg.get("kill_rank") and epoch == cfg["kill_epoch"] and b == 3:
+                if kills.get(rank) == epoch and b == 3:
                     if cfg.get("stall"):  # alive, but silent: stopped
                         os.kill(os.getpid(), signal.SIGSTOP)
                     if cfg.get("sigkill"):
                         os.kill(os.getpid(), signal.SIGKILL)
                     os._exit(0)  # a host lost mid-epoch: no goodbye, no close
-                if cfg.get("kill_rank") is None or (epoch, b) < (cfg["kill_epoch"], 3):
-                    dist.all_reduce(torch.zeros(1))  # lockstep, as DDP's gradients make it
+                # lockstep, as DDP's gradients make it, among the ranks alive
+                alive = tuple(r for r in range(HOSTS) if r not in kills or
+                              (epoch, b) < (kills[r], 3))
+                dist.all_reduce(torch.zeros(1), group=groups[alive])
                 if stop is not None and (epoch, b) == tuple(stop):
                     break
             if stop is not None and (epoch, b) == tuple(stop):  # a checkpoint, then all stop
@@ -168,7 +189,7 @@ def _host(rank, cfg):
               "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, bool))}}
     with open(cfg["results"] + f".{rank}", "w") as f:
         json.dump(result, f)
-    if cfg.get("kill_rank") is None:
+    if not kills:
         dist.barrier()
     dist.destroy_process_group()
 
@@ -176,11 +197,14 @@ def _host(rank, cfg):
 def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill_rank=None,
          local_world=1, stall=False, peer_timeout=20.0, timeout=120, n=N, window=WINDOW,
          disk=None, store=None, stop_at=None, resume=None, loader=None, kill_epoch=1,
-         log=False, sigkill=False):
+         log=False, sigkill=False, kills=None, epochs=EPOCHS):
+    kills = dict(kills or {})
+    if kill_rank is not None:
+        kills[kill_rank] = kill_epoch
     cfg = {"rendezvous": str(tmp_path / "rendezvous"), "counter": str(tmp_path / "calls"),
            "n": n, "window": window, "disk": disk, "store": store or str(tmp_path / "stores"),
            "stop_at": stop_at, "resume": resume, "checkpoint": str(tmp_path / "checkpoint"),
-           "loader": loader, "kill_epoch": kill_epoch, "sigkill": sigkill,
+           "loader": loader, "kills": kills, "epochs": epochs, "sigkill": sigkill,
            "log": str(tmp_path / "loads") if log else None,
            "ram_items": ram_items, "shared": shared, "workers": workers, "context": context,
            "kill_rank": kill_rank, "results": str(tmp_path / "result"), "peer_timeout": peer_timeout,
@@ -190,9 +214,9 @@ def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill
     ctx = mp.start_processes(_host_main, args=(cfg,), nprocs=HOSTS, join=False,
                              start_method="spawn")
     for rank, p in enumerate(ctx.processes):
-        if rank != kill_rank:
+        if rank not in kills:
             p.join(timeout)
-    alive = [p.pid for r, p in enumerate(ctx.processes) if p.is_alive() and r != kill_rank]
+    alive = [p.pid for r, p in enumerate(ctx.processes) if p.is_alive() and r not in kills]
     for p in ctx.processes:
         if p.is_alive():
             p.kill()
@@ -204,16 +228,16 @@ def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill
             with open(path) as f:
                 results[rank] = json.load(f)
         else:
-            assert rank == kill_rank, f"host {rank} wrote no result (exit code " \
+            assert rank in kills, f"host {rank} wrote no result (exit code " \
                 f"{ctx.processes[rank].exitcode})"
     return results, CallCounter(cfg["counter"]).count
 
 
-def _orders(n=N):
+def _orders(n=N, epochs=EPOCHS):
     dataset = list(range(n))
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=0,
                                                shuffle=True, seed=SEED)
-    return rank_orders(base, HOSTS, EPOCHS, n // HOSTS)
+    return rank_orders(base, HOSTS, epochs, n // HOSTS)
 
 
 def room(window=WINDOW, local_world=1):
@@ -466,10 +490,7 @@ def test_a_lost_hosts_items_are_re_homed_among_the_survivors(tmp_path):
     for rank, r in results.items():
         assert r["seen"] == EPOCHS * N // HOSTS
         assert [w for w in r["warnings"] if "cluster peer host 3" in w], r["warnings"]
-    later = {}
-    for rank in results:
-        for index, count in _loads_from_epoch(str(tmp_path / "loads") + f".{rank}", 1).items():
-            later[index] = later.get(index, 0) + count
+    later = _cluster_loads_from_epoch(tmp_path, results, 1)
     lost = {i: c for i, c in later.items() if i % HOSTS == 3}
     orders = _orders()
     length = N // HOSTS
@@ -492,3 +513,29 @@ def test_a_lost_hosts_items_are_re_homed_among_the_survivors(tmp_path):
           f"others {sum(later.values()) - sum(lost.values())}; peer hits {hits} "
           f"(epochs 1-2 fetch {fetched})")
     assert hits >= fetched, (hits, fetched)
+
+
+def test_a_second_loss_moves_only_the_items_its_host_held(tmp_path):
+    # Host 3 dies in the first of 4 epochs, host 2 (home by then of a third
+    # of host 3's items) in the second. From the third epoch on, hosts 0
+    # and 1 hold both hosts' items (home_of with both lost): every value is
+    # right, and across the last two epochs each item is loaded from the
+    # source at most once in the cluster.
+    epochs = 4
+    results, loads = _run(tmp_path, ram_items=N // 4, kills={3: 0, 2: 1}, log=True,
+                          sigkill=True, epochs=epochs)
+    assert sorted(results) == [0, 1]
+    _check_values(results)
+    for rank, r in results.items():
+        assert r["seen"] == epochs * N // HOSTS
+        for host in (2, 3):
+            assert [w for w in r["warnings"] if f"cluster peer host {host}" in w], r["warnings"]
+    later = _cluster_loads_from_epoch(tmp_path, results, 2)
+    twice = {i: c for i, c in later.items() if c > 1}
+    lost = sum(c for i, c in later.items() if i % HOSTS >= 2)
+    orders = _orders(epochs=epochs)
+    length = N // HOSTS
+    reads = orders[:2, 2 * length:]
+    print(f"loads in epochs 3-4: {sum(later.values())} ({lost} of hosts 2 and 3's items, "
+          f"{int(np.sum(reads % HOSTS >= 2))} reads of them)")
+    assert not twice, f"items loaded more than once after the second loss: {twice}"
