@@ -29,10 +29,15 @@ survivors' residency is recomputed. The rules, and what they assume:
   store's own budget. The store's own plan is not re-planned: its home
   items keep their places, and the positions it would have served a lost
   host are passed.
-* What is assumed: the lost host does not come back within the run (a
-  host that was declared lost and still asks is answered only for its
-  own first-home items); the DistributedSampler's orders stay those
-  recorded at binding (so every host knows which ranks read what).
+  (The engine's SetPlan would empty the RAM tier; replanning the store
+  in place, with the inherited items under its own OPT and budget, needs
+  an engine call that replaces the plan's future positions.)
+* What is assumed: a lost host does not come back within the run: no
+  plan counts its reads any more (were it to ask again, the hosts answer
+  by id, so its values stay right); the survivors' epochs have equal
+  lengths and every rank's order is the one recorded at binding (so every
+  host knows which rank reads what in which epoch); a loss is known to a
+  host only through its own peer threads (no host tells another).
 """
 
 import threading
