@@ -249,7 +249,7 @@ class ClusterPeer:
         with self._lock:
             if host in self.lost:
                 return
-            since = self.heirs.lose(host, self._floor() + 2 * self.plan.window)  # a window on
+            since = self.heirs.lose(host, self._reading_step() + self.plan.window)
             message = (f"opt4store: cluster peer host {host} (rank {host * self.local_world}) "
                        f"is lost: {error}; its items are loaded from the source until epoch "
                        f"{since}, then from their new homes among the other hosts")
@@ -316,13 +316,20 @@ class ClusterPeer:
             self.dist.send(torch.from_numpy(blob), dst=peer, group=self.group, tag=_TAG_REPLY)
         self.core.count_peer_traffic(bytes_out=len(blob))
 
+    def _reading_step(self, ahead=False):
+        """The read step of this store's frontier; with ahead, of the
+        furthest read a reader waits for, if later (workers read ahead)."""
+        position = self.core.reading_from()
+        position = 0 if position == _NO_POSITION else position
+        if ahead:
+            position = max(position, int(self.state.wanted[0]))
+        return int(self.plan.steps[min(position, len(self.plan) - 1)])
+
     def _floor(self):
-        """The read step of this store's frontier, less a window: uses of
-        inherited items before it are past (Heirs)."""
-        frontier = self.core.reading_from()
-        if frontier == _NO_POSITION:
-            return 0
-        return int(self.plan.steps[min(frontier, len(self.plan) - 1)]) - self.plan.window
+        """Uses of inherited items an epoch before this store's frontier
+        are past (Heirs): hosts in lockstep ask within a few batches of each
+        other, workers and prefetch included."""
+        return self._reading_step() - self.heirs.epoch_length
 
     # ---- the prefetcher
 
