@@ -16,7 +16,13 @@ survivors' residency is recomputed. The rules, and what they assume:
   waits on that: a host asked for an item it is not the home of (by its
   own view) answers "not here", and a host whose view still has the lost
   home takes the item from the source. Values stay right throughout; a
-  disagreement costs source loads, never a wrong value or a wait.
+  disagreement costs source loads, never a wrong value or a wait. "The
+  epoch its readers were in" is its store's frontier, plus a window: its
+  prefetcher and DataLoader workers run further ahead, so an arrival it
+  already gave up for is loaded from the source, and near an epoch's end
+  hosts may disagree (with 2 workers a host, one run here: every host
+  chose the same epoch and 3 of host 3's items were loaded twice; another,
+  one host chose the next epoch, and about 40 were).
 * Where: the new home keeps an inherited item as its own, in the owner's
   memory beside the store (InheritedItems): from its first use to its
   last, by next use over the reads the new view plans for it (its own

@@ -25,9 +25,8 @@ the hosts' stores act as one cache:
   ``peer_timeout`` seconds is gone: a warning names it, its items are
   loaded from the source, and the positions it would have asked for are
   passed; the epoch finishes with every value right.
-- Then the survivors re-place its items among themselves (the survivors'
-  residency is recomputed): opt4store/_cluster_heirs.py, which names the
-  rules and what they assume.
+- Then the survivors re-place its items among themselves:
+  opt4store/_cluster_heirs.py names the rules and what they assume.
 
 An arrival and its read carry an id of their own in the host's store
 (opt4store/_cluster_plan.py): readers turn a read's (position, index) into
@@ -70,11 +69,9 @@ def _state_path(handle):
 
 class ClusterState:
     """The host's shared state (see the module's docstring): int64 words,
-    the highest read position a reader waits for an arrival at, then per
-    host 0 (alive) or 1 + the first epoch whose reads this host takes the
-    host's items from their new homes in (it is lost), then per arrival 0
-    (not yet), 1 (in the store) or 2 (it will not come: load it from the
-    source)."""
+    the highest read position a reader waits for an arrival at, per host 0
+    (alive) or 1 + the epoch its items have new homes from (lost), per
+    arrival 0 (not yet), 1 (in the store) or 2 (load it from the source)."""
 
     def __init__(self, path, hosts, arrivals, create=False):
         self.path, self.hosts, self.arrivals = path, hosts, arrivals
@@ -170,10 +167,8 @@ class ClusterReader:
         return int(self.arrival_homes[k])
 
     def from_source(self, k, gone):
-        """Whether arrival k will not come because its first home is lost
-        and this host has not re-homed that host's items for its epoch yet
-        (then nobody sends it); from that epoch on, the owner sends it from
-        the item's new home, or marks it as not coming."""
+        """Whether arrival k will not come: its first home is lost, and this
+        host re-homes that host's items only from a later epoch on."""
         lost = int(gone[self.home_of_arrival(k)])
         return lost != 0 and self.arrival_epochs[k] < lost - 1
 
@@ -316,13 +311,10 @@ class ClusterPeer:
             self.dist.send(torch.from_numpy(blob), dst=peer, group=self.group, tag=_TAG_REPLY)
         self.core.count_peer_traffic(bytes_out=len(blob))
 
-    def _reading_step(self, ahead=False):
-        """The read step of this store's frontier; with ahead, of the
-        furthest read a reader waits for, if later (workers read ahead)."""
+    def _reading_step(self):
+        """The read step of this store's frontier."""
         position = self.core.reading_from()
         position = 0 if position == _NO_POSITION else position
-        if ahead:
-            position = max(position, int(self.state.wanted[0]))
         return int(self.plan.steps[min(position, len(self.plan) - 1)])
 
     def _floor(self):
