@@ -4,7 +4,9 @@ Every host computes it from every rank's order (recorded from the
 DistributedSampler's seed, no messages), so all hosts agree on it.
 
 Item x's home is host x % hosts: its store alone loads x from the source
-and keeps it, and the other hosts fetch x from it. The hosts read in
+and keeps it, and the other hosts fetch x from it. Once hosts are lost,
+home_of gives their items new homes among the survivors
+(opt4store/_cluster_heirs.py); this plan stays as it was. The hosts read in
 lockstep (DDP): step i is every rank's i-th read. Host h's plan lists, step
 by step:
   serve    another host's read at step i + window of an item h is home to
@@ -25,9 +27,55 @@ import numpy as np
 SERVE, ARRIVAL, OWN = 0, 1, 2
 
 
-def home_of(ids, hosts):
-    """The home host of each id."""
-    return np.asarray(ids, dtype=np.int64) % hosts
+def home_of(ids, hosts, lost=()):
+    """The home host of each id once the hosts in `lost` are gone.
+
+    Item x's home is x % hosts while that host lives. Its heirs, in order,
+    are the other hosts, starting x // hosts places after (mod hosts - 1)
+    the one after its home: home + 1 + (x // hosts + j) % (hosts - 1) for
+    j = 0, 1, ... The home of x is the first of that list still alive. So
+    every host computes the same homes from the same lost set (no
+    messages); a lost host's items spread evenly over the others; and
+    losing one more host moves only the items whose home it was (its own
+    and those it had inherited): the rule composes. -1 where every host is
+    lost."""
+    ids = np.asarray(ids, dtype=np.int64)
+    home = ids % hosts
+    if not len(lost):
+        return home
+    alive = np.ones(hosts, bool)
+    alive[list(lost)] = False
+    result = np.where(alive[home], home, -1)
+    shift = ids // hosts
+    for j in range(hosts - 1):
+        heir = (home + 1 + (shift + j) % max(1, hosts - 1)) % hosts
+        take = (result < 0) & alive[heir]
+        result[take] = heir[take]
+    return result
+
+
+def inherited_uses(orders, host, hosts, local_world, lost_at, epoch_length):
+    """{item: sorted read steps}: the reads by live ranks, epoch by epoch,
+    of items that host `host` is the new home of (home_of with the hosts
+    lost_at(epoch) lists) and was not the first home of: its own reads and
+    those it serves."""
+    orders = np.asarray(orders, dtype=np.int64)
+    world, reads = orders.shape
+    rank_host = np.arange(world) // local_world
+    uses = {}
+    for epoch in range(reads // max(1, epoch_length)):
+        lost = sorted(lost_at(epoch))
+        if not lost:
+            continue
+        part = orders[:, epoch * epoch_length:(epoch + 1) * epoch_length]
+        mine = (home_of(part, hosts, lost) == host) & (part % hosts != host) & \
+            ~np.isin(rank_host, lost)[:, None]
+        _, step = np.nonzero(mine)
+        for item, s in zip(part[mine].tolist(), (step + epoch * epoch_length).tolist()):
+            uses.setdefault(item, []).append(s)
+    for steps in uses.values():
+        steps.sort()
+    return uses
 
 
 class HostPlan:
@@ -57,6 +105,7 @@ class HostPlan:
             raise ValueError(f"{world} ranks are not {hosts} hosts of {local_world}")
         self.host, self.hosts, self.local_world, self.window = host, hosts, local_world, window
         self.reads = reads
+        self.orders = orders  # every rank's reads: a new home serves by them (home_of)
         homes = orders % hosts
         rank_host = np.arange(world) // local_world
         local = rank_host == host

@@ -25,6 +25,8 @@ the hosts' stores act as one cache:
   ``peer_timeout`` seconds is gone: a warning names it, its items are
   loaded from the source, and the positions it would have asked for are
   passed; the epoch finishes with every value right.
+- Then the survivors re-place its items among themselves:
+  opt4store/_cluster_heirs.py names the rules and what they assume.
 
 An arrival and its read carry an id of their own in the host's store
 (opt4store/_cluster_plan.py): readers turn a read's (position, index) into
@@ -49,6 +51,7 @@ import numpy as np
 import torch
 
 from . import _core, _values
+from ._cluster_heirs import Heirs
 from ._cluster_plan import HostPlan, rank_orders
 from ._errors import InvalidArgumentError
 
@@ -66,9 +69,9 @@ def _state_path(handle):
 
 class ClusterState:
     """The host's shared state (see the module's docstring): int64 words,
-    the highest read position a reader waits for an arrival at, then a
-    gone flag per host, then per arrival 0 (not yet),
-    1 (in the store) or 2 (it will not come: load it from the source)."""
+    the highest read position a reader waits for an arrival at, per host 0
+    (alive) or 1 + the epoch its items have new homes from (lost), per
+    arrival 0 (not yet), 1 (in the store) or 2 (load it from the source)."""
 
     def __init__(self, path, hosts, arrivals, create=False):
         self.path, self.hosts, self.arrivals = path, hosts, arrivals
@@ -95,13 +98,15 @@ class ClusterReader:
     its reads have in the store, and how to wait for an arrival. Picklable
     (a spawned DataLoader worker reopens the state by its path)."""
 
-    def __init__(self, state_path, host, hosts, dataset_size, arrivals, peer_timeout):
+    def __init__(self, state_path, host, hosts, dataset_size, arrivals, peer_timeout,
+                 epoch_length):
         self.state_path, self.host, self.hosts = state_path, host, hosts
         self.dataset_size, self.peer_timeout = dataset_size, peer_timeout
         # Per arrival: the position of its read, its item and the item's home.
         self.arrival_reads = np.asarray(arrivals[1], dtype=np.uint64)
         self.arrival_items = np.asarray(arrivals[2], dtype=np.int64)
         self.arrival_homes = np.asarray(arrivals[3], dtype=np.int32)
+        self.arrival_epochs = np.asarray(arrivals[5], dtype=np.int64) // max(1, epoch_length)
         self.state = ClusterState(state_path, hosts, len(self.arrival_reads))
         self.late = 0  # arrivals this process gave up waiting for
 
@@ -143,7 +148,7 @@ class ClusterReader:
             if k < 0:
                 continue
             pause = 0.0002
-            while arrived[k] == 0 and not gone[self.home_of_arrival(k)]:
+            while arrived[k] == 0 and not self.from_source(k, gone):
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self.peer_timeout
@@ -160,6 +165,12 @@ class ClusterReader:
 
     def home_of_arrival(self, k):
         return int(self.arrival_homes[k])
+
+    def from_source(self, k, gone):
+        """Whether arrival k will not come: its first home is lost, and this
+        host re-homes that host's items only from a later epoch on."""
+        lost = int(gone[self.home_of_arrival(k)])
+        return lost != 0 and self.arrival_epochs[k] < lost - 1
 
 
 def raw_value(value):
@@ -184,7 +195,7 @@ class ClusterPeer:
     """The owner's peer server and prefetcher (see the module's docstring)."""
 
     def __init__(self, store, core, plan, group, rank, local_world, state, source, peer_timeout,
-                 batch, start=0):
+                 batch, start=0, epoch_length=1, budget=(0, False)):
         import torch.distributed as dist
         self.dist, self.store, self.core, self.plan = dist, store, core, plan
         self.group, self.rank, self.local_world = group, rank, local_world
@@ -194,6 +205,8 @@ class ClusterPeer:
         self.host = plan.host
         self.peers = [g * local_world for g in range(plan.hosts) if g != plan.host]
         self.lost = {}  # host -> message
+        # the survivors' residency after a loss (opt4store/_cluster_heirs.py)
+        self.heirs = Heirs(plan, epoch_length, budget, lambda item: raw_value(source[item]))
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._servers = [threading.Thread(target=self._serve, args=(peer,), daemon=True,
@@ -231,10 +244,12 @@ class ClusterPeer:
         with self._lock:
             if host in self.lost:
                 return
+            since = self.heirs.lose(host, self._reading_step() + self.plan.window)
             message = (f"opt4store: cluster peer host {host} (rank {host * self.local_world}) "
-                       f"is lost: {error}; its items are loaded from the source from now on")
+                       f"is lost: {error}; its items are loaded from the source until epoch "
+                       f"{since}, then from their new homes among the other hosts")
             self.lost[host] = message
-            self.state.gone[host] = 1
+            self.state.gone[host] = 1 + since
         warnings.warn(message, RuntimeWarning, stacklevel=2)
         ranks = range(host * self.local_world, (host + 1) * self.local_world)
         positions = self.plan.serve_position[list(ranks)].reshape(-1)
@@ -271,12 +286,13 @@ class ClusterPeer:
             index = int(self.plan.ids[position]) if position >= 0 else -1
             try:
                 if position < 0:
-                    raise InvalidArgumentError(f"rank {rank}'s read {read} is not served here")
-                value = self.core.get(position, index)
-                if value is None:
-                    value = self.source[index]
-                    self.store.put(position, index, value)
-                meta, payload = raw_value(value)
+                    meta, payload = self.heirs.serve(rank, read, self._floor())
+                else:
+                    value = self.core.get(position, index)
+                    if value is None:
+                        value = self.source[index]
+                        self.store.put(position, index, value)
+                    meta, payload = raw_value(value)
             except Exception as e:  # the requester loads it itself
                 self.errors.append(f"{type(e).__name__}: {e}")
                 table[k, 0] = 1
@@ -294,6 +310,18 @@ class ClusterPeer:
         if len(blob):
             self.dist.send(torch.from_numpy(blob), dst=peer, group=self.group, tag=_TAG_REPLY)
         self.core.count_peer_traffic(bytes_out=len(blob))
+
+    def _reading_step(self):
+        """The read step of this store's frontier."""
+        position = self.core.reading_from()
+        position = 0 if position == _NO_POSITION else position
+        return int(self.plan.steps[min(position, len(self.plan) - 1)])
+
+    def _floor(self):
+        """Uses of inherited items an epoch before this store's frontier
+        are past (Heirs): hosts in lockstep ask within a few batches of each
+        other, workers and prefetch included."""
+        return self._reading_step() - self.heirs.epoch_length
 
     # ---- the prefetcher
 
@@ -329,10 +357,16 @@ class ClusterPeer:
                 time.sleep(0.0005)
                 continue
             chunk = np.arange(k, end)
+            now = self.heirs.home(ids[chunk], reads[chunk])  # a lost host's items: their new homes
             asked = []
-            for home in np.unique(homes[chunk]).tolist():
-                mine = chunk[homes[chunk] == home]
-                if self.state.gone[home] or not self._ask(home, ranks[mine], reads[mine]):
+            for home in np.unique(now).tolist():
+                mine = chunk[now == home]
+                if home == self.host:
+                    self.heirs.arrive(self.core, self.state, mine, self._floor(),
+                                      self.errors)
+                    continue
+                if home < 0 or self.state.gone[home] or \
+                        not self._ask(home, ranks[mine], reads[mine]):
                     self._give_up(mine)
                     continue
                 asked.append((home, mine))
@@ -500,6 +534,10 @@ class ClusterSharing:
             raise InvalidArgumentError("shared='cluster' needs the dataset (bind through "
                                        "CachedDataset): the home host loads what it serves")
         local_rank, local_world = self.local.layout()
+        # The budget, before the room for arrivals is added: a survivor's
+        # share of a lost host's (InheritedItems) is counted in its units.
+        budget = store._options.get("ram_items") or 0
+        budget = (budget, False) if budget else (store._options.get("ram") or 0, True)
         world, rank = dist.get_world_size(), dist.get_rank()
         if world % local_world or sampler.sampler.num_replicas != world or \
                 sampler.sampler.rank != rank:
@@ -536,12 +574,12 @@ class ClusterSharing:
 
         core, owner = self.local.connect(open_owner, plan.store_size, sampler.check_shareable)
         self.reader = ClusterReader(_state_path(core.handle()), host, hosts, dataset_size,
-                                    plan.arrivals, self.peer_timeout)
+                                    plan.arrivals, self.peer_timeout, sampler.epoch_length)
         sampler.use_positions(plan.own_positions[local_rank])
         if owner:
             self.peer = ClusterPeer(store, core, plan, group, rank, local_world,
                                     state_box["state"], source, self.peer_timeout, self.batch,
-                                    start)
+                                    start, sampler.epoch_length, budget)
             self.peer.start()
             # A process that exits without Store.close() still says goodbye
             # and serves its peers until they are done: a peer thread left

@@ -17,6 +17,7 @@ a restart of every host from a mid-epoch checkpoint on the same store paths.
 import json
 import os
 import signal
+import struct
 import sys
 import traceback
 import warnings
@@ -28,7 +29,7 @@ import torch.multiprocessing as mp
 import torch.utils.data
 
 import opt4store
-from opt4store._cluster_plan import HostPlan, rank_orders
+from opt4store._cluster_plan import HostPlan, home_of, rank_orders
 from o4s_testlib import CallCounter, UniformDataset, belady_hits, uniform_item
 
 try:
@@ -48,6 +49,53 @@ HOSTS = 4
 WINDOW = 4     # peer_window
 
 
+class _LoggedDataset(UniformDataset):
+    """UniformDataset that also appends each loaded index (int32) to a file
+    of its process's own, and -1 - e when the host begins epoch e: which
+    items a host loaded from the source in which of its epochs."""
+
+    def __init__(self, n, numel, counter, log):
+        super().__init__(n, numel, counter)
+        self.log = log
+
+    def _write(self, value):
+        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, struct.pack("<i", value))
+        finally:
+            os.close(fd)
+
+    def __getitem__(self, i):
+        value = super().__getitem__(i)
+        self._write(int(i))
+        return value
+
+    def begin_epoch(self, epoch):
+        self._write(-1 - epoch)
+
+
+def _loads_from_epoch(log, epoch):
+    """{index: loads} a host logged from its epoch `epoch` on."""
+    if not os.path.exists(log):
+        return {}
+    with open(log, "rb") as f:
+        values = np.frombuffer(f.read(), dtype="<i4")
+    begun = np.nonzero(values == -1 - epoch)[0]
+    later = values[begun[0] + 1:] if len(begun) else values[:0]
+    later = later[later >= 0]
+    return dict(zip(*(a.tolist() for a in np.unique(later, return_counts=True))))
+
+
+def _cluster_loads_from_epoch(tmp_path, results, epoch):
+    """{index: loads} of the hosts in `results` from their epoch `epoch` on."""
+    loads = {}
+    for rank in results:
+        for index, count in _loads_from_epoch(str(tmp_path / "loads") + f".{rank}",
+                                              epoch).items():
+            loads[index] = loads.get(index, 0) + count
+    return loads
+
+
 def _host_main(rank, cfg):
     try:
         _host(rank, cfg)
@@ -65,10 +113,20 @@ def _host(rank, cfg):
     dist.init_process_group("gloo", init_method="file://" + cfg["rendezvous"], rank=rank,
                             world_size=HOSTS)
     counter = CallCounter(cfg["counter"])
-    dataset = UniformDataset(cfg["n"], NUMEL, counter=counter)
+    dataset = UniformDataset(cfg["n"], NUMEL, counter=counter) if not cfg.get("log") else \
+        _LoggedDataset(cfg["n"], NUMEL, counter, cfg["log"] + f".{rank}")
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=rank,
                                                shuffle=True, seed=SEED)
-    sampler = opt4store.PlannedSampler(base, epochs=EPOCHS)
+    epochs = cfg["epochs"]
+    sampler = opt4store.PlannedSampler(base, epochs=epochs)
+    # Kills (rank -> epoch: it exits after batch 3 of it); the others keep in
+    # lockstep, a group for each set of ranks alive (made by every rank).
+    kills = {int(r): e for r, e in cfg["kills"].items()}
+    dead_at = sorted(kills.items(), key=lambda item: item[1])
+    groups = {}
+    for k in range(len(dead_at) + 1):
+        alive = tuple(r for r in range(HOSTS) if r not in dict(dead_at[:k]))
+        groups[alive] = dist.new_group(list(alive), backend="gloo") if k else None
     begin = (0, 0)  # (epoch, index) this run starts at
     if cfg.get("resume"):  # one checkpoint for every rank, loaded before binding
         with open(cfg["resume"]) as f:
@@ -92,7 +150,9 @@ def _host(rank, cfg):
                       multiprocessing_context=context, persistent_workers=context == "spawn")
         length = sampler.epoch_length
         wrong, seen, stop, read = 0, 0, cfg.get("stop_at"), []
-        for epoch in range(begin[0], EPOCHS):
+        for epoch in range(begin[0], epochs):
+            if cfg.get("log"):
+                dataset.begin_epoch(epoch)
             for b, batch in enumerate(loader):
                 first = epoch * length + (begin[1] if epoch == begin[0] else 0) + b * BATCH
                 read.append(first)
@@ -100,12 +160,16 @@ def _host(rank, cfg):
                 expected = torch.stack([uniform_item(i, NUMEL) for i in ids])
                 wrong += sum(not torch.equal(g, e) for g, e in zip(batch, expected))
                 seen += len(batch)
-                if rank == cfg.get("kill_rank") and epoch == 1 and b == 3:
+                if kills.get(rank) == epoch and b == 3:
                     if cfg.get("stall"):  # alive, but silent: stopped
                         os.kill(os.getpid(), signal.SIGSTOP)
+                    if cfg.get("sigkill"):
+                        os.kill(os.getpid(), signal.SIGKILL)
                     os._exit(0)  # a host lost mid-epoch: no goodbye, no close
-                if cfg.get("kill_rank") is None:
-                    dist.all_reduce(torch.zeros(1))  # lockstep, as DDP's gradients make it
+                # lockstep, as DDP's gradients make it, among the ranks alive
+                alive = tuple(r for r in range(HOSTS) if r not in kills or
+                              (epoch, b) < (kills[r], 3))
+                dist.all_reduce(torch.zeros(1), group=groups[alive])
                 if stop is not None and (epoch, b) == tuple(stop):
                     break
             if stop is not None and (epoch, b) == tuple(stop):  # a checkpoint, then all stop
@@ -125,18 +189,23 @@ def _host(rank, cfg):
               "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, bool))}}
     with open(cfg["results"] + f".{rank}", "w") as f:
         json.dump(result, f)
-    if cfg.get("kill_rank") is None:
+    if not kills:
         dist.barrier()
     dist.destroy_process_group()
 
 
 def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill_rank=None,
          local_world=1, stall=False, peer_timeout=20.0, timeout=120, n=N, window=WINDOW,
-         disk=None, store=None, stop_at=None, resume=None, loader=None):
+         disk=None, store=None, stop_at=None, resume=None, loader=None, kill_epoch=1,
+         log=False, sigkill=False, kills=None, epochs=EPOCHS):
+    kills = dict(kills or {})
+    if kill_rank is not None:
+        kills[kill_rank] = kill_epoch
     cfg = {"rendezvous": str(tmp_path / "rendezvous"), "counter": str(tmp_path / "calls"),
            "n": n, "window": window, "disk": disk, "store": store or str(tmp_path / "stores"),
            "stop_at": stop_at, "resume": resume, "checkpoint": str(tmp_path / "checkpoint"),
-           "loader": loader,
+           "loader": loader, "kills": kills, "epochs": epochs, "sigkill": sigkill,
+           "log": str(tmp_path / "loads") if log else None,
            "ram_items": ram_items, "shared": shared, "workers": workers, "context": context,
            "kill_rank": kill_rank, "results": str(tmp_path / "result"), "peer_timeout": peer_timeout,
            "local_world": local_world, "stall": stall}
@@ -145,9 +214,9 @@ def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill
     ctx = mp.start_processes(_host_main, args=(cfg,), nprocs=HOSTS, join=False,
                              start_method="spawn")
     for rank, p in enumerate(ctx.processes):
-        if rank != kill_rank:
+        if rank not in kills:
             p.join(timeout)
-    alive = [p.pid for r, p in enumerate(ctx.processes) if p.is_alive() and r != kill_rank]
+    alive = [p.pid for r, p in enumerate(ctx.processes) if p.is_alive() and r not in kills]
     for p in ctx.processes:
         if p.is_alive():
             p.kill()
@@ -159,16 +228,16 @@ def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill
             with open(path) as f:
                 results[rank] = json.load(f)
         else:
-            assert rank == kill_rank, f"host {rank} wrote no result (exit code " \
+            assert rank in kills, f"host {rank} wrote no result (exit code " \
                 f"{ctx.processes[rank].exitcode})"
     return results, CallCounter(cfg["counter"]).count
 
 
-def _orders(n=N):
+def _orders(n=N, epochs=EPOCHS):
     dataset = list(range(n))
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=0,
                                                shuffle=True, seed=SEED)
-    return rank_orders(base, HOSTS, EPOCHS, n // HOSTS)
+    return rank_orders(base, HOSTS, epochs, n // HOSTS)
 
 
 def room(window=WINDOW, local_world=1):
@@ -259,6 +328,22 @@ def test_a_resumed_plan_starts_at_the_serves_and_arrivals_for_the_resumed_read()
             passed = plan.passed_own_positions(read)
             assert np.array_equal(passed, own[:read][own[:read] >= start])
             assert np.all(own[read:] >= start) and len(passed) <= WINDOW
+
+
+def test_new_homes_spread_a_lost_hosts_items_and_compose():
+    hosts, ids = 5, np.arange(10 * 5 * 4)
+    first = home_of(ids, hosts, [2])
+    assert np.array_equal(first[ids % hosts != 2], ids[ids % hosts != 2] % hosts)
+    heirs = first[ids % hosts == 2]
+    assert set(heirs.tolist()) == {0, 1, 3, 4}
+    assert np.all(np.bincount(heirs, minlength=hosts)[[0, 1, 3, 4]] == len(heirs) // 4)
+    # a second loss moves only the items whose home it was, onto live hosts
+    second = home_of(ids, hosts, [2, 4])
+    moved = first != second
+    assert np.array_equal(moved, first == 4) and not np.isin(second, [2, 4]).any()
+    # the order of the losses does not matter, and every host is lost: -1
+    assert np.array_equal(second, home_of(ids, hosts, [4, 2]))
+    assert np.all(home_of(ids, hosts, range(hosts)) == -1)
 
 
 # ---------------------------------------------------------------- four hosts
@@ -387,3 +472,70 @@ def test_opt4store_dataloader_with_two_workers_a_host(tmp_path, context):
     assert all(r["seen"] == EPOCHS * N // HOSTS for r in results.values())
     assert loads == N, f"the cluster loaded {loads} samples from the source, not {N}"
     assert sum(r["stats"]["peer_hits"] for r in results.values()) == arrivals_in_all_hosts()
+
+
+def test_a_lost_hosts_items_are_re_homed_among_the_survivors(tmp_path):
+    # Host 3 dies (SIGKILL) in batch 3 of the first epoch. From the next
+    # epoch on, the survivors hold its items at their new homes
+    # (_cluster_plan.home_of), so across the last two epochs each of its
+    # items is loaded from the source at most once in the whole cluster
+    # (before: at every survivor's read, 109 loads, 48 items twice), and the
+    # survivors' fetches of them from the new homes count as peer hits.
+    # The hosts run in lockstep until the kill, so that every survivor is
+    # in the first epoch when it detects the loss.
+    results, loads = _run(tmp_path, ram_items=N // 4, kill_rank=3, kill_epoch=0, log=True,
+                          sigkill=True)
+    assert sorted(results) == [0, 1, 2]
+    _check_values(results)
+    for rank, r in results.items():
+        assert r["seen"] == EPOCHS * N // HOSTS
+        assert [w for w in r["warnings"] if "cluster peer host 3" in w], r["warnings"]
+    later = _cluster_loads_from_epoch(tmp_path, results, 1)
+    lost = {i: c for i, c in later.items() if i % HOSTS == 3}
+    orders = _orders()
+    length = N // HOSTS
+    read_twice = set(orders[:3, length:2 * length].reshape(-1).tolist()) & \
+        set(orders[:3, 2 * length:].reshape(-1).tolist())
+    # what the test tells apart: host 3's items that survivors read in both
+    # epochs, each a second source load when every read goes to the source
+    assert len([i for i in read_twice if i % HOSTS == 3]) >= 10
+    assert lost and max(lost.values()) == 1, \
+        f"host 3's items loaded more than once after epoch 0: " \
+        f"{ {i: c for i, c in lost.items() if c > 1} }"
+    # the survivors' own items stay loaded once in the cluster
+    assert all(c == 1 for i, c in later.items() if i % HOSTS != 3), later
+    # peers keep serving: every survivor's read of another survivor's item,
+    # and of a lost item a survivor inherited, came as a peer's bytes
+    homes = home_of(orders[:3, length:], HOSTS, [3])
+    fetched = int(np.sum(homes != np.arange(3)[:, None]))
+    hits = sum(r["stats"]["peer_hits"] for r in results.values())
+    print(f"loads after epoch 0: lost items {sum(lost.values())} over {len(lost)} items, "
+          f"others {sum(later.values()) - sum(lost.values())}; peer hits {hits} "
+          f"(epochs 1-2 fetch {fetched})")
+    assert hits >= fetched, (hits, fetched)
+
+
+def test_a_second_loss_moves_only_the_items_its_host_held(tmp_path):
+    # Host 3 dies in the first of 4 epochs, host 2 (home by then of a third
+    # of host 3's items) in the second. From the third epoch on, hosts 0
+    # and 1 hold both hosts' items (home_of with both lost): every value is
+    # right, and across the last two epochs each item is loaded from the
+    # source at most once in the cluster.
+    epochs = 4
+    results, loads = _run(tmp_path, ram_items=N // 4, kills={3: 0, 2: 1}, log=True,
+                          sigkill=True, epochs=epochs)
+    assert sorted(results) == [0, 1]
+    _check_values(results)
+    for rank, r in results.items():
+        assert r["seen"] == epochs * N // HOSTS
+        for host in (2, 3):
+            assert [w for w in r["warnings"] if f"cluster peer host {host}" in w], r["warnings"]
+    later = _cluster_loads_from_epoch(tmp_path, results, 2)
+    twice = {i: c for i, c in later.items() if c > 1}
+    lost = sum(c for i, c in later.items() if i % HOSTS >= 2)
+    orders = _orders(epochs=epochs)
+    length = N // HOSTS
+    reads = orders[:2, 2 * length:]
+    print(f"loads in epochs 3-4: {sum(later.values())} ({lost} of hosts 2 and 3's items, "
+          f"{int(np.sum(reads % HOSTS >= 2))} reads of them)")
+    assert not twice, f"items loaded more than once after the second loss: {twice}"
