@@ -110,10 +110,10 @@ class Layout:
     def nest(self, leaves):
         """The batch as default_collate nests it, holding `leaves`."""
         rows = leaves[0].shape[0]
-        template = self._nests.get(rows)
-        if template is None:
-            template = self._nests[rows] = default_collate([self._stand_in] * rows)
-        return _fill(template, leaves)
+        build = self._nests.get(rows)
+        if build is None:
+            build = self._nests[rows] = _builder(default_collate([self._stand_in] * rows))
+        return build(leaves)
 
     def row_value(self, leaves, row):
         """Row `row` of the batch as the sample it was: tensors, arrays and
@@ -306,6 +306,27 @@ def _has_other_tensors(value):
     if isinstance(value, dict):
         return any(_has_other_tensors(v) for v in value.values())
     return False
+
+
+def _builder(node):
+    """A function of the leaves that makes what _fill(node, leaves) makes,
+    with node's walk done once: plain tuples, lists and dicts are rebuilt by
+    closures (a new container per batch, as _fill makes); other containers
+    are left to _fill."""
+    if isinstance(node, torch.Tensor):
+        j = int(node.reshape(-1)[0])
+        return lambda leaves: leaves[j]
+    if type(node) in (tuple, list):
+        parts = [_builder(x) for x in node]
+        if type(node) is list:
+            return lambda leaves: [part(leaves) for part in parts]
+        return lambda leaves: tuple(part(leaves) for part in parts)
+    if type(node) is dict:
+        parts = [(k, _builder(x)) for k, x in node.items()]
+        return lambda leaves: {k: part(leaves) for k, part in parts}
+    if isinstance(node, (tuple, list, dict)):
+        return lambda leaves: _fill(node, leaves)
+    return lambda leaves: node
 
 
 def _fill(node, leaves):
