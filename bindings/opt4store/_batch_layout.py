@@ -99,6 +99,13 @@ class Layout:
         self._nests = {}
         self._pool = _BatchPool(self.shapes, self.dtypes)
 
+    def __getstate__(self):
+        # Spawn workers get the layout with their jobs' Filler; the nesting
+        # closures do not pickle, and only the main process nests batches.
+        state = dict(self.__dict__)
+        state["_nests"] = {}
+        return state
+
     def empty(self, rows, pin=False):
         """Fresh-looking batch tensors: from the pool when a batch that the
         caller has let go of can be reused (see _BatchPool)."""
@@ -240,12 +247,13 @@ class SharedSlots:
     def lend(self, k, rows):
         """Slot k's first `rows` rows as batch tensors that keep it held."""
         out = []
-        for t, a, dtype, shape in zip(self.tensors[k], self.arrays[k], self.layout.dtypes,
-                                      self.layout.shapes):
+        for a, dtype, shape in zip(self.arrays[k], self.layout.dtypes, self.layout.shapes):
             if a is None:
                 out.append(torch.empty((rows,) + shape, dtype=dtype))
-            else:
-                out.append(torch.from_numpy(a).view(dtype).view((self.rows,) + shape)[:rows])
+                continue
+            t = torch.from_numpy(a)  # uint8: the views below only where needed
+            t = (t if dtype is torch.uint8 else t.view(dtype)).view((self.rows,) + shape)
+            out.append(t if rows == self.rows else t[:rows])
         return out
 
 
