@@ -99,6 +99,13 @@ class Layout:
         self._nests = {}
         self._pool = _BatchPool(self.shapes, self.dtypes)
 
+    def __getstate__(self):
+        # Spawn workers get the layout with their jobs' Filler; the nesting
+        # closures do not pickle, and only the main process nests batches.
+        state = dict(self.__dict__)
+        state["_nests"] = {}
+        return state
+
     def empty(self, rows, pin=False):
         """Fresh-looking batch tensors: from the pool when a batch that the
         caller has let go of can be reused (see _BatchPool)."""
@@ -110,10 +117,10 @@ class Layout:
     def nest(self, leaves):
         """The batch as default_collate nests it, holding `leaves`."""
         rows = leaves[0].shape[0]
-        template = self._nests.get(rows)
-        if template is None:
-            template = self._nests[rows] = default_collate([self._stand_in] * rows)
-        return _fill(template, leaves)
+        build = self._nests.get(rows)
+        if build is None:
+            build = self._nests[rows] = _builder(default_collate([self._stand_in] * rows))
+        return build(leaves)
 
     def row_value(self, leaves, row):
         """Row `row` of the batch as the sample it was: tensors, arrays and
@@ -240,12 +247,13 @@ class SharedSlots:
     def lend(self, k, rows):
         """Slot k's first `rows` rows as batch tensors that keep it held."""
         out = []
-        for t, a, dtype, shape in zip(self.tensors[k], self.arrays[k], self.layout.dtypes,
-                                      self.layout.shapes):
+        for a, dtype, shape in zip(self.arrays[k], self.layout.dtypes, self.layout.shapes):
             if a is None:
                 out.append(torch.empty((rows,) + shape, dtype=dtype))
-            else:
-                out.append(torch.from_numpy(a).view(dtype).view((self.rows,) + shape)[:rows])
+                continue
+            t = torch.from_numpy(a)  # uint8: the views below only where needed
+            t = (t if dtype is torch.uint8 else t.view(dtype)).view((self.rows,) + shape)
+            out.append(t if rows == self.rows else t[:rows])
         return out
 
 
@@ -306,6 +314,27 @@ def _has_other_tensors(value):
     if isinstance(value, dict):
         return any(_has_other_tensors(v) for v in value.values())
     return False
+
+
+def _builder(node):
+    """A function of the leaves that makes what _fill(node, leaves) makes,
+    with node's walk done once: plain tuples, lists and dicts are rebuilt by
+    closures (a new container per batch, as _fill makes); other containers
+    are left to _fill."""
+    if isinstance(node, torch.Tensor):
+        j = int(node.reshape(-1)[0])
+        return lambda leaves: leaves[j]
+    if type(node) in (tuple, list):
+        parts = [_builder(x) for x in node]
+        if type(node) is list:
+            return lambda leaves: [part(leaves) for part in parts]
+        return lambda leaves: tuple(part(leaves) for part in parts)
+    if type(node) is dict:
+        parts = [(k, _builder(x)) for k, x in node.items()]
+        return lambda leaves: {k: part(leaves) for k, part in parts}
+    if isinstance(node, (tuple, list, dict)):
+        return lambda leaves: _fill(node, leaves)
+    return lambda leaves: node
 
 
 def _fill(node, leaves):

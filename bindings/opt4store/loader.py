@@ -173,6 +173,7 @@ class DataLoader:
         self._counted = 0         # indices of the epoch in progress handed out
         self._yielded = 0         # its batches yielded
         self._tail = None         # drop_last's tail not yet loaded or passed
+        self._every = {}          # batch size -> np.arange(batch size)
 
     def __len__(self):
         if self.batch_sampler is None:
@@ -327,6 +328,7 @@ class DataLoader:
             self._layout = layout
         jobs = self._jobs(plan)
         tail = self._tail_misses()
+        read_into = _reader(ds.store)
         # Workers start for the tail alone only when they are running already.
         workers = self.num_workers > 0 and (bool(jobs) or
                                             len(tail) > 0 and self._filler is not None)
@@ -334,7 +336,7 @@ class DataLoader:
         try:
             for number, (positions, indices) in enumerate(plan):
                 batch = self._assemble(number, positions, indices, self._layout, jobs, filler,
-                                       first if number == 0 else None)
+                                       first if number == 0 else None, read_into)
                 self._count_yielded(plan[number], number + 1 == len(plan), total)
                 yield batch
             self._load_tail(tail, filler)
@@ -355,18 +357,24 @@ class DataLoader:
     def _jobs(self, plan):
         """{batch number: [rows]}: the rows the workers (or, without workers,
         this process) load, in one or more jobs per batch: the misses, or
-        every row when a transform must run on each read."""
+        every row when a transform must run on each read. One locate for the
+        whole epoch (a call per batch cost more than the answer)."""
         ds = self.dataset
+        sizes = [len(indices) for _, indices in plan]
+        if ds.transform is not None:
+            return {number: np.array_split(np.arange(size), self._parts(size))
+                    for number, size in enumerate(sizes) if size}
+        # Epoch-wide row numbers of the misses; the first sample is read already.
+        missing = np.flatnonzero(ds.store.locate(np.concatenate([b[1] for b in plan])) == 0)
+        missing = missing[missing != 0]
+        if not len(missing):
+            return {}
+        starts = np.cumsum([0] + sizes)
+        bounds = np.searchsorted(missing, starts)
         jobs = {}
-        for number, (positions, indices) in enumerate(plan):
-            if ds.transform is not None:
-                rows = np.arange(len(indices))
-            else:
-                rows = np.flatnonzero(ds.store.locate(indices) == 0)
-            if number == 0 and ds.transform is None:
-                rows = rows[rows != 0]  # the first sample is read already
-            if len(rows):
-                jobs[number] = np.array_split(rows, self._parts(len(rows)))
+        for number in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
+            rows = missing[bounds[number]:bounds[number + 1]] - starts[number]
+            jobs[number] = np.array_split(rows, self._parts(len(rows)))
         return jobs
 
     def _parts(self, rows):
@@ -434,17 +442,14 @@ class DataLoader:
             other.update(theirs)
         return sorted(written), other, self._job_list.slot_of(number)
 
-    def _assemble(self, number, positions, indices, layout, jobs, filler, first):
+    def _assemble(self, number, positions, indices, layout, jobs, filler, first, read_into):
         ds = self.dataset
-        store = ds.store
         rows = len(indices)
         pin = self.pin_memory and torch.cuda.is_available()
         parts = jobs.get(number)
-        loaded = np.concatenate(parts) if parts else np.empty(0, np.int64)
+        loaded = np.concatenate(parts) if parts else None
         other = {}
-        done = np.zeros(rows, dtype=bool)
-        done[loaded] = True
-        if len(loaded) and filler is not None:
+        if loaded is not None and filler is not None:
             written, theirs, slot = self._receive(number, filler)
             other.update(theirs)
             # The slot becomes the batch (no copy) unless the loop holds
@@ -458,35 +463,49 @@ class DataLoader:
             self._job_list.done(number)
         else:
             leaves = self._idle_slot(layout, rows, filler, pin) or layout.empty(rows, pin)
-        if first is not None and ds.transform is None:
-            if not layout.write_row(leaves, 0, first):
-                other[0] = first
-            done[0] = True
-        if len(loaded) and filler is None:
+        first_read = first is not None and ds.transform is None
+        if first_read and not layout.write_row(leaves, 0, first):
+            other[0] = first
+        if loaded is not None and filler is None:
             known = {0: first} if first is not None and ds.transform is not None else None
             _, theirs = load_rows(ds, layout, leaves, positions[loaded], indices[loaded], loaded,
                                    known=known)
             other.update(theirs)
-        todo = np.flatnonzero(~done)
-        if len(todo):
-            codes = store.read_into(positions[todo], indices[todo], todo, layout.meta,
-                                    layout.payload_bytes, layout.offsets, leaves)
-            for row, code in zip(todo, codes):
-                if code == 0:
-                    continue
-                # 1: it left the store since the workers were told; 2: its
-                # own layout (read again, without a position: already read).
-                value = ds.load_miss(int(positions[row]), int(indices[row])) if code == 1 else \
-                    store.get(NO_POSITION, int(indices[row]))
-                if value is None:
-                    value = ds.load_miss(NO_POSITION, int(indices[row]))
-                if ds.transform is not None:
-                    value = ds.transform(value)
-                if not layout.write_row(leaves, row, value):
-                    other[int(row)] = value
+        if loaded is None and not first_read:
+            # Every row is a hit (as far as locate told): one read, no index.
+            todo = self._every_row(rows)
+            codes = read_into(positions, indices, todo, layout.meta, layout.payload_bytes,
+                              layout.offsets, leaves)
+        else:
+            done = np.zeros(rows, dtype=bool)
+            if loaded is not None:
+                done[loaded] = True
+            done[0] |= first_read
+            todo = np.flatnonzero(~done)
+            codes = read_into(positions[todo], indices[todo], todo, layout.meta,
+                              layout.payload_bytes, layout.offsets, leaves) if len(todo) else ()
+        for k in np.flatnonzero(codes).tolist():
+            # 1: it left the store since the workers were told; 2: its own
+            # layout (read again, without a position: already read).
+            row, code = int(todo[k]), codes[k]
+            value = ds.load_miss(int(positions[row]), int(indices[row])) if code == 1 else \
+                ds.store.get(NO_POSITION, int(indices[row]))
+            if value is None:
+                value = ds.load_miss(NO_POSITION, int(indices[row]))
+            if ds.transform is not None:
+                value = ds.transform(value)
+            if not layout.write_row(leaves, row, value):
+                other[row] = value
         if other:
             return self._collate_rows(leaves, layout, other, positions, indices)
         return layout.nest(leaves)
+
+    def _every_row(self, rows):
+        """np.arange(rows), made once per batch size (read_into only reads it)."""
+        every = self._every.get(rows)
+        if every is None:
+            every = self._every[rows] = np.arange(rows)
+        return every
 
     def _idle_slot(self, layout, rows, filler, pin):
         """With no workers running, a batch with no job is read into a free
@@ -541,6 +560,17 @@ class _PlannedBatches:
     def __iter__(self):
         for positions, indices in self.plan:
             yield [_planned_index(p, i) for p, i in zip(positions.tolist(), indices.tolist())]
+
+
+def _reader(store):
+    """The read_into that batches are read with. The loader's own arrays
+    (uint64 positions, int64 indices from the plan, rows it numbered) need
+    none of Store.read_into's Python checks (30-70 us a batch here): the
+    open store's native read_into checks lengths, ids, rows and leaves
+    again. A cluster store maps ids first: its Store method."""
+    if store._peer_reader is not None:
+        return store.read_into
+    return store._require_open().read_into
 
 
 def _planned_index(position, index):
