@@ -146,7 +146,9 @@ def test_ram_tier_bytes_stay_within_ram_prefetch_included(tmp_path):
     st = store.stats()
     assert st["prefetched"] > 0, st
     assert peak <= ram, (peak, st)
-    assert peak > st["ram_capacity"], (peak, st)  # the staging part was used
+    # The staging part was used: by the tier's own peak, since the loop's
+    # samples between batches miss a short use on a loaded machine.
+    assert st["ram_bytes_peak"] > st["ram_capacity"], st
     assert peak <= st["ram_bytes_peak"] <= ram, st  # the tier's own peak
     store.close()
 
