@@ -352,6 +352,18 @@ class PyStore {
   void CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_out) {
     Checked()->CountPeerTraffic(hits, bytes_in, bytes_out);
   }
+  // False when timeout_ms ran out (Busy).
+  bool WaitForPuts(int64_t timeout_ms) {
+    Store* store = Checked();
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = store->WaitForPuts(timeout_ms);
+    }
+    if (s.IsBusy()) return false;
+    ThrowIfError(s);
+    return true;
+  }
   std::string Handle() { return Checked()->handle(); }
   bool IsOwner() { return Checked()->IsOwner(); }
   uint64_t DatasetSize() { return Checked()->dataset_size(); }
@@ -506,6 +518,7 @@ PYBIND11_MODULE(_core, m) {
       .def("first_warning", &PyStore::FirstWarning, py::arg("kind"))
       .def("count_peer_traffic", &PyStore::CountPeerTraffic, py::arg("hits") = 0,
            py::arg("bytes_in") = 0, py::arg("bytes_out") = 0)
+      .def("wait_for_puts", &PyStore::WaitForPuts, py::arg("timeout_ms"))
       .def("handle", &PyStore::Handle)
       .def("is_owner", &PyStore::IsOwner)
       .def("dataset_size", &PyStore::DatasetSize)

@@ -2,6 +2,9 @@
 // pieces to several destinations (one copy, from the RAM tier and from the
 // disk tier), Locate (where each item is, counting nothing), and a skipped
 // position (MarkConsumed) that no reader waits on.
+#include <unistd.h>
+
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
@@ -9,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fork_child.h"
 #include "opt4store/read_sink.h"
 #include "opt4store/store.h"
 #include "store_test_util.h"
@@ -16,6 +20,9 @@
 namespace opt4store {
 namespace {
 
+using opt4store_test::Child;
+using opt4store_test::ForkChild;
+using opt4store_test::Reap;
 using opt4store_test::SampleMeta;
 using opt4store_test::SamplePayload;
 using opt4store_test::ScratchStore;
@@ -108,6 +115,36 @@ TEST_CASE("a sink's pieces get their bytes from the RAM tier and the disk tier",
   const StoreStats st = store->Stats();
   CHECK(st.accesses == n);  // Locate counted nothing
   REQUIRE(store->Close().ok());
+}
+
+// A DataLoader worker's Puts travel to the owner on the queue; an epoch's
+// start waits for them before it asks Locate what its workers must load.
+TEST_CASE("WaitForPuts: Locate then sees every value a forked worker put", "[store_batch]") {
+  ScratchStore scratch;
+  const uint64_t n = 300;
+  const ValueShape shape{4000, 0};
+  auto store = OpenStore(scratch, n, 0, n);
+  REQUIRE(store->WaitForPuts(0).ok());  // nothing queued
+  Child worker = ForkChild([&](int fd) {
+    for (ItemId id = 0; id < n; ++id) {
+      if (!store->Put(kNoPosition, id, SampleMeta(id), SamplePayload(id, shape)).ok()) return 2;
+    }
+    const char done = 1;
+    return write(fd, &done, 1) == 1 ? 0 : 3;
+  });
+  char done = 0;
+  REQUIRE(read(worker.fd, &done, 1) == 1);
+  REQUIRE(WEXITSTATUS(Reap(worker.pid)) == 0);
+  close(worker.fd);
+  REQUIRE(store->WaitForPuts(10000).ok());
+  std::vector<ItemId> ids(n);
+  for (ItemId id = 0; id < n; ++id) ids[id] = id;
+  std::vector<GetSource> where(n);
+  store->Locate(ids.data(), n, where.data());
+  CHECK(std::count(where.begin(), where.end(), GetSource::kMiss) == 0);
+  CHECK(store->Stats().puts_dropped == 0);
+  REQUIRE(store->Close().ok());
+  CHECK(store->WaitForPuts(0).IsIOError());
 }
 
 TEST_CASE("Locate: a miss, and ids out of range are misses", "[store_batch]") {

@@ -284,6 +284,10 @@ Status SharedQueue::TryPushv(uint32_t tag, const struct iovec* parts, int num_pa
   return Status::OK();
 }
 
+uint64_t SharedQueue::PushedThrough() const {
+  return header_->tail.load(std::memory_order_acquire);  // I1
+}
+
 uint64_t SharedQueue::PoppedThrough() const {
   return header_->head.load(std::memory_order_acquire);  // I3
 }

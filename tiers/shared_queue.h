@@ -120,6 +120,9 @@ class SharedQueue {
   // message whose end is at or below it has been popped (or skipped, its
   // producer dead). The store pops a message only after acting on it.
   uint64_t PoppedThrough() const;
+  // Any process: the tail, in bytes since creation. Every message pushed
+  // (or being pushed) before the call ends at or below it.
+  uint64_t PushedThrough() const;
 
   // ---- the consumer
 

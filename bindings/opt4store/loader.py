@@ -68,6 +68,10 @@ _default_collate = _batch_layout.default_collate
 _LENT_SLOTS = 2
 # Misses are split across the workers in jobs of at least this many rows.
 _MIN_JOB_ROWS = 4
+# How long an epoch's start waits for the owner to take the values that the
+# last epoch's workers put (usually none are left: the owner takes them as
+# they come). Past it, the epoch goes on and loads what it cannot see.
+_PUTS_WAIT_S = 2.0
 # The largest batch_size and num_workers taken: a batch of more rows than
 # the largest dataset (2**32 - 1 items), or more worker processes than a
 # host can run, is a mistake, not a request.
@@ -365,7 +369,12 @@ class DataLoader:
             return {number: np.array_split(np.arange(size), self._parts(size))
                     for number, size in enumerate(sizes) if size}
         # Epoch-wide row numbers of the misses; the first sample is read already.
-        missing = np.flatnonzero(ds.store.locate(np.concatenate([b[1] for b in plan])) == 0)
+        indices = np.concatenate([b[1] for b in plan])
+        missing = np.flatnonzero(ds.store.locate(indices) == 0)
+        if len(missing) and self.num_workers > 0 and ds.store.wait_for_puts(_PUTS_WAIT_S):
+            # The last epoch's workers may have values still on the queue:
+            # without them, an all-hit epoch would start workers for nothing.
+            missing = np.flatnonzero(ds.store.locate(indices) == 0)
         missing = missing[missing != 0]
         if not len(missing):
             return {}

@@ -382,6 +382,12 @@ class Store:
         core = self._require_open()
         return core.locate(int_array("indices", indices, np.int64, core.dataset_size()))
 
+    def wait_for_puts(self, timeout=10.0):
+        """Waits until the owner has taken every value that a worker (any
+        process) put before this call, so that locate() sees them. False
+        when ``timeout`` seconds ran out first."""
+        return self._require_open().wait_for_puts(int(timeout * 1000))
+
     def peek(self, index):
         """The value stored for ``index``, or None, read to check it: no
         access is counted, no plan position consumed, and the tiers are left

@@ -392,6 +392,16 @@ Status Store::Impl::Put(uint64_t position, ItemId id, std::string_view meta,
   return s;
 }
 
+namespace {
+
+// A wait on another process's progress: 20 us, doubling up to 2 ms.
+void Backoff(int64_t* us) {
+  std::this_thread::sleep_for(std::chrono::microseconds(*us));
+  *us = std::min<int64_t>(*us * 2, 2000);
+}
+
+}  // namespace
+
 // sync="every" in a reader process. The owner pops a put message only
 // after its disk write (synced, as every one of its writes then) returned,
 // so the Put is durable once the queue's head passes the message and the
@@ -402,13 +412,9 @@ Status Store::Impl::PutDurably(ItemId id, const struct iovec* parts, int num_par
   const int64_t deadline = NowNs() + options_.fetch_timeout_ms * 1000000;
   const std::string what = "sync=\"every\": the Put of id " + std::to_string(id);
   auto owner_gone = [&] { return h->owner_closed.load(std::memory_order_acquire) != 0; };
-  auto pause = [](int64_t* us) {
-    std::this_thread::sleep_for(std::chrono::microseconds(*us));
-    *us = std::min<int64_t>(*us * 2, 2000);
-  };
   uint64_t end = 0;
   Status s;
-  for (int64_t us = 20;; pause(&us)) {
+  for (int64_t us = 20;; Backoff(&us)) {
     if (owner_gone()) return Status::IOError(what + " was not written: the store's owner closed");
     s = queue_->TryPushv(kMsgPut, parts, num_parts, &end);
     if (!s.IsBusy() || NowNs() > deadline) break;
@@ -417,7 +423,7 @@ Status Store::Impl::PutDurably(ItemId id, const struct iovec* parts, int num_par
     ctl_->counters().puts_dropped.fetch_add(1, std::memory_order_relaxed);
     return s.WithContext(what + " could not be sent to the owner");
   }
-  for (int64_t us = 20; queue_->PoppedThrough() < end; pause(&us)) {
+  for (int64_t us = 20; queue_->PoppedThrough() < end; Backoff(&us)) {
     if (owner_gone()) return Status::IOError(what + " was not written: the store's owner closed");
     if (NowNs() > deadline) {
       return Status::IOError(what + " is not durable: the owner did not write it within " +
@@ -431,6 +437,25 @@ Status Store::Impl::PutDurably(ItemId id, const struct iovec* parts, int num_par
     return Status::NoSpace(failed + " (no space)");
   }
   return Status::IOError(failed);
+}
+
+// The owner pops a message only after acting on it (SharedQueue::
+// PoppedThrough), so once the head passes the tail seen here, every Put sent
+// before is in a tier (or was refused there).
+Status Store::Impl::WaitForPuts(int64_t timeout_ms) {
+  if (closed_.load(std::memory_order_acquire)) return Status::IOError("the store is closed");
+  if (!queue_) return Status::OK();
+  const ControlBlock::Header* h = ctl_->header();
+  const uint64_t end = queue_->PushedThrough();
+  const int64_t deadline = NowNs() + timeout_ms * 1000000;
+  for (int64_t us = 20; queue_->PoppedThrough() < end; Backoff(&us)) {
+    if (h->owner_closed.load(std::memory_order_acquire) != 0) return Status::OK();
+    if (NowNs() > deadline) {
+      return Status::Busy("the owner did not take the queued Puts within " +
+                          std::to_string(timeout_ms) + " ms");
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace opt4store

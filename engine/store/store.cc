@@ -309,6 +309,7 @@ bool Store::FirstWarning(uint32_t kind) { return impl_->FirstWarning(kind); }
 void Store::CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_out) {
   impl_->CountPeerTraffic(hits, bytes_in, bytes_out);
 }
+Status Store::WaitForPuts(int64_t timeout_ms) { return impl_->WaitForPuts(timeout_ms); }
 Status Store::Flush() { return impl_->Flush(); }
 Status Store::Compact() { return impl_->Compact(); }
 Status Store::Verify(StoreVerifyReport* report) { return impl_->Verify(report); }

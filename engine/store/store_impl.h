@@ -93,6 +93,7 @@ class Store::Impl : private ResidencyTiers {
   uint64_t ReadingFrom() const;
   bool FirstWarning(uint32_t kind);
   void CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_out);
+  Status WaitForPuts(int64_t timeout_ms);
   Status Flush();
   Status Compact();
   Status Verify(StoreVerifyReport* report);

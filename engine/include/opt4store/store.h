@@ -231,6 +231,11 @@ class Store {
   // peer_bytes_out): a cluster store's traffic with other hosts, which the
   // caller moves (the Python package's cluster code). No-op when closed.
   void CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_out);
+  // Waits until the owner has acted on every Put that any process (a
+  // DataLoader worker) sent before this call, so that Locate sees those
+  // values. In any process. OK at once without a queue (no readers) or
+  // once the owner closed; Busy when timeout_ms ran out first.
+  Status WaitForPuts(int64_t timeout_ms);
 
   // ---- Owner only (InvalidArgument in a reader).
 
