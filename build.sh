@@ -99,11 +99,13 @@ build() {
 # ctest 1.9); this way, 18.4 (pytest 3.6 beside the builds, then 7.3 more
 # for them). Then (2026-11-27, CPU-s from /usr/bin/time at a load of 9 to
 # 13 from other builds): the ASan libraries and CLI in unity batches, 355
-# CPU-s instead of the 541 above; the thread-safety check as -fsyntax-only
-# over 22 unity batches, configure included, 59 instead of 158 (configure,
-# -O0 compile of 66 files, link, at the same load); tests/python/
-# test_cluster.py with forked hosts, 82 instead of 181. About 380 CPU-s
-# less, some 3 minutes of the 2 cores.
+# CPU-s instead of 554 file by file (at a load of 4 to 9, the same day; 541
+# above); its tests then took 336, and its ctest passed all 335 tests
+# (135+47 CPU-s). The thread-safety check as -fsyntax-only over 22 unity
+# batches, configure included, 59 instead of 158 (configure, -O0 compile of
+# 66 files, link, at the same load); tests/python/test_cluster.py with
+# forked hosts, 82 instead of 181 (full pytest: 256 CPU-s). About 400
+# CPU-s less, some 3 minutes of the 2 cores.
 # Runs in the background: errors end it, and run_tests waits.
 checking_builds() {
   renice -n 19 -p "$BASHPID" >/dev/null
