@@ -105,7 +105,11 @@ build() {
 # batches, configure included, 59 instead of 158 (configure, -O0 compile of
 # 66 files, link, at the same load); tests/python/test_cluster.py with
 # forked hosts, 82 instead of 181 (full pytest: 256 CPU-s). About 400
-# CPU-s less, some 3 minutes of the 2 cores.
+# CPU-s less, some 3 minutes of the 2 cores. A fresh clone's CI=true run
+# then took 19.6 minutes, 1555 CPU-s, but its build 10.3 of them (another
+# ASan build and other engineers' beside it, load 4 to 6); from the end of
+# ctest on, at a load of 1 to 2.5: 8.6 minutes instead of 12.8 (pytest 2.3
+# beside thread-safety 1.0 and the ASan build 5.4, its ctest 2.0).
 # Runs in the background: errors end it, and run_tests waits.
 checking_builds() {
   renice -n 19 -p "$BASHPID" >/dev/null
