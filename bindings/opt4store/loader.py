@@ -68,9 +68,8 @@ _default_collate = _batch_layout.default_collate
 _LENT_SLOTS = 2
 # Misses are split across the workers in jobs of at least this many rows.
 _MIN_JOB_ROWS = 4
-# How long an epoch's start waits for the owner to take the values that the
-# last epoch's workers put (usually none are left: the owner takes them as
-# they come). Past it, the epoch goes on and loads what it cannot see.
+# How long an epoch's start waits for the owner to take the values the last
+# epoch's workers put; past it, the epoch loads what it cannot see.
 _PUTS_WAIT_S = 2.0
 # The largest batch_size and num_workers taken: a batch of more rows than
 # the largest dataset (2**32 - 1 items), or more worker processes than a
@@ -372,8 +371,7 @@ class DataLoader:
         indices = np.concatenate([b[1] for b in plan])
         missing = np.flatnonzero(ds.store.locate(indices) == 0)
         if len(missing) and self.num_workers > 0 and ds.store.wait_for_puts(_PUTS_WAIT_S):
-            # The last epoch's workers may have values still on the queue:
-            # without them, an all-hit epoch would start workers for nothing.
+            # Values still on the queue would start workers for nothing.
             missing = np.flatnonzero(ds.store.locate(indices) == 0)
         missing = missing[missing != 0]
         if not len(missing):
