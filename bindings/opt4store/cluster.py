@@ -536,8 +536,7 @@ class ClusterSharing:
         local_rank, local_world = self.local.layout()
         # The budget, before the room for arrivals is added: a survivor's
         # share of a lost host's (InheritedItems) is counted in its units.
-        budget = store._options.get("ram_items") or 0
-        budget = (budget, False) if budget else (store._options.get("ram") or 0, True)
+        budget = store.ram_budget()
         world, rank = dist.get_world_size(), dist.get_rank()
         if world % local_world or sampler.sampler.num_replicas != world or \
                 sampler.sampler.rank != rank:

@@ -331,7 +331,7 @@ class DataLoader:
             self._layout = layout
         jobs = self._jobs(plan)
         tail = self._tail_misses()
-        read_into = _reader(ds.store)
+        read_into = ds.store.batch_reader()
         # Workers start for the tail alone only when they are running already.
         workers = self.num_workers > 0 and (bool(jobs) or
                                             len(tail) > 0 and self._filler is not None)
@@ -567,17 +567,6 @@ class _PlannedBatches:
     def __iter__(self):
         for positions, indices in self.plan:
             yield [_planned_index(p, i) for p, i in zip(positions.tolist(), indices.tolist())]
-
-
-def _reader(store):
-    """The read_into that batches are read with. The loader's own arrays
-    (uint64 positions, int64 indices from the plan, rows it numbered) need
-    none of Store.read_into's Python checks (30-70 us a batch here): the
-    open store's native read_into checks lengths, ids, rows and leaves
-    again. A cluster store maps ids first: its Store method."""
-    if store._peer_reader is not None:
-        return store.read_into
-    return store._require_open().read_into
 
 
 def _planned_index(position, index):

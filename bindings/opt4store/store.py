@@ -338,6 +338,23 @@ class Store:
         reader = self._peer_reader
         return reader.dataset_size if reader is not None else core.dataset_size()
 
+    def batch_reader(self):
+        """read_into for a caller whose arrays are right by construction
+        (opt4store.DataLoader: positions and indices from the plan, rows it
+        numbered): the native call, which checks them again, without
+        read_into's Python checks (30-70 us a batch here). A cluster store
+        maps ids first: its read_into."""
+        if self._peer_reader is not None:
+            return self.read_into
+        return self._require_open().read_into
+
+    def ram_budget(self):
+        """(ram_items, False) when the store's RAM is counted in items, else
+        (ram bytes, True): the budget given, before a cluster store adds room
+        for arrivals."""
+        items = self._options.get("ram_items") or 0
+        return (items, False) if items else (self._options.get("ram") or 0, True)
+
     def warn_once(self, kind, message):
         """Issues ``message`` as a RuntimeWarning the first time any process
         of this store (owner, readers, DataLoader workers) asks with this
