@@ -139,28 +139,7 @@ thread_safety_check() {
     -DCMAKE_CXX_FLAGS="-Wthread-safety -Wthread-safety-beta -Werror=thread-safety" \
     -DOPT4STORE_BUILD_PYTHON=OFF -DOPT4STORE_BUILD_BENCH=OFF -DOPT4STORE_BUILD_TESTS=OFF \
     -DOPT4STORE_UNITY_LIBRARIES=ON >/dev/null
-  "$(python_with_torch)" - "$TSA_DIR/compile_commands.json" "$JOBS" <<'EOF'
-import json, shlex, subprocess, sys
-from concurrent.futures import ThreadPoolExecutor
-
-def check(entry):
-    args = shlex.split(entry["command"])
-    del args[args.index("-o"):args.index("-o") + 2]
-    args[args.index("-c")] = "-fsyntax-only"
-    done = subprocess.run(args, cwd=entry["directory"], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    return done.returncode, done.stdout
-
-with open(sys.argv[1]) as f:
-    entries = json.load(f)
-failed = 0
-with ThreadPoolExecutor(int(sys.argv[2])) as pool:
-    for status, output in pool.map(check, entries):
-        sys.stdout.write(output)
-        failed += status != 0
-print(f"{len(entries)} translation units checked, {failed} failed")
-sys.exit(1 if failed else 0)
-EOF
+  "$(python_with_torch)" tests/check_syntax_only.py "$TSA_DIR/compile_commands.json" "$JOBS"
 }
 
 run_tests() {
