@@ -45,7 +45,6 @@ namespace {
 constexpr uint64_t kSegmentMagic = 0x31474553'53345F4FULL;  // "O_4SSEG1"
 constexpr uint32_t kSegmentVersion = 1;
 constexpr uint64_t kPageBytes = 4096;
-constexpr uint64_t kMaxSegmentBytes = SharedSegment::kMaxSegmentBytes;
 constexpr int kMaxNameAttempts = 1000;
 
 struct SegmentHeader {

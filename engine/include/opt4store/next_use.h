@@ -139,7 +139,6 @@ class NextUseStream {
   uint64_t next_pos_ = 0;    // first unconsumed position
   uint64_t head_slot_ = 0;   // ring slot of next_pos_
   uint64_t filled_end_ = 0;  // one past the last position in the ring
-  bool source_done_ = false;
   HugeVector<ItemId> ids_;     // ring: the id at each window position
   HugeVector<uint32_t> gap_;   // ring: next read - this read, 0 = unknown
   HugeVector<uint64_t> last_;  // per id: last position appended, or kNever
