@@ -110,8 +110,9 @@ build() {
 # ASan build and other engineers' beside it, load 4 to 6); from the end of
 # ctest on, at a load of 1 to 2.5: 8.6 minutes instead of 12.8 (pytest 2.3
 # beside thread-safety 1.0 and the ASan build 5.4, its ctest 2.0).
-# A fresh clone's run on a quiet machine (2026-11-27 06:59-07:16 UTC, load
-# 1-2): 16.4 minutes. Runs in the background: errors end it, and run_tests
+# A fresh clone's run on a quiet machine: 16.4 minutes (2026-11-27
+# 06:59-07:16 UTC), 14.3 with the thread-safety check in its own script
+# (07:27-07:41). Runs in the background: errors end it, and run_tests
 # waits.
 checking_builds() {
   renice -n 19 -p "$BASHPID" >/dev/null
