@@ -368,11 +368,9 @@ class DataLoader:
             return {number: np.array_split(np.arange(size), self._parts(size))
                     for number, size in enumerate(sizes) if size}
         # Epoch-wide row numbers of the misses; the first sample is read already.
-        indices = np.concatenate([b[1] for b in plan])
-        missing = np.flatnonzero(ds.store.locate(indices) == 0)
-        if len(missing) and self.num_workers > 0 and ds.store.wait_for_puts(_PUTS_WAIT_S):
-            # Values still on the queue would start workers for nothing.
-            missing = np.flatnonzero(ds.store.locate(indices) == 0)
+        if self.num_workers > 0:  # values still on the queue would start workers for nothing
+            ds.store.wait_for_puts(_PUTS_WAIT_S)
+        missing = np.flatnonzero(ds.store.locate(np.concatenate([b[1] for b in plan])) == 0)
         missing = missing[missing != 0]
         if not len(missing):
             return {}
