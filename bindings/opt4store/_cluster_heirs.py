@@ -100,7 +100,6 @@ class Heirs:
         return item % self.plan.hosts != self.plan.host and \
             int(self.home([item], [read])[0]) == self.plan.host
 
-
     def serve(self, rank, read, floor):
         """(meta, payload) for rank `rank`'s read `read` of an item whose
         first home is lost, asked of this host as its new home; raises when
