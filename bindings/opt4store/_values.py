@@ -23,6 +23,7 @@ Everything decoded is a fresh copy: no view into the store's memory.
 """
 
 import copy
+import io
 import pickle
 import warnings
 
@@ -160,10 +161,10 @@ def encode_parts(value, warn_once=None):
             skeleton = None
         if skeleton is not None:
             try:
-                user = pickle.dumps(skeleton, protocol=pickle.HIGHEST_PROTOCOL)
+                user = _pickle_skeleton(skeleton)
             except (pickle.PicklingError, AttributeError, TypeError):
                 _warn_plain_types(value)
-                user = pickle.dumps(_plain_containers(skeleton), protocol=pickle.HIGHEST_PROTOCOL)
+                user = _pickle_skeleton(_plain_containers(skeleton))
             return _core.encode_header("bytes", [size], TAG_STRUCT, user), chunks, size
     message = (f"opt4store: caching a {type(value).__name__} through pickle, which is slower "
                "than tensors, arrays, or tuples/lists/dicts of them")
@@ -174,6 +175,21 @@ def encode_parts(value, warn_once=None):
         warnings.warn(message, RuntimeWarning, stacklevel=4)
     data = np.frombuffer(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), np.uint8)
     return _core.encode_header("bytes", [data.nbytes], TAG_PICKLE, b""), [(0, data)], data.nbytes
+
+
+def _pickle_skeleton(skeleton):
+    """The skeleton pickled without pickle's memo, so that equal skeletons
+    give equal bytes whichever strings they happen to share (a value read
+    back from the store shares fewer than the one loaded; batch layouts
+    compare metas as bytes). A cyclic skeleton is pickled with the memo."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.fast = True
+    try:
+        pickler.dump(skeleton)
+    except ValueError:  # fast mode refuses cycles
+        return pickle.dumps(skeleton, protocol=pickle.HIGHEST_PROTOCOL)
+    return out.getvalue()
 
 
 def _number_kind(v):
