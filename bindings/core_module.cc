@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "bindings/core_common.h"
-#include "bindings/batch_reads.h"
+#include "bindings/batch_io.h"
 #include "opt4store/plan.h"
 #include "opt4store/policy.h"
 #include "opt4store/read_sink.h"
@@ -502,6 +502,17 @@ PYBIND11_MODULE(_core, m) {
              const std::vector<at::Tensor>& leaves) {
             return opt4store::ReadInto(self.Checked(), positions, ids, rows, meta, payload_bytes,
                                        offsets, leaves);
+          },
+          py::arg("positions"), py::arg("indices"), py::arg("rows"), py::arg("meta"),
+          py::arg("payload_bytes"), py::arg("offsets"), py::arg("leaves"))
+      .def(
+          "put_rows",
+          [](PyStore& self, const opt4store::PositionArray& positions,
+             const opt4store::IdArray& ids, const opt4store::IdArray& rows, py::bytes meta,
+             uint64_t payload_bytes, const std::vector<uint64_t>& offsets,
+             const std::vector<at::Tensor>& leaves) {
+            opt4store::PutRows(self.Checked(), positions, ids, rows, meta, payload_bytes, offsets,
+                               leaves);
           },
           py::arg("positions"), py::arg("indices"), py::arg("rows"), py::arg("meta"),
           py::arg("payload_bytes"), py::arg("offsets"), py::arg("leaves"))

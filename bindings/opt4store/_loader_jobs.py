@@ -4,9 +4,13 @@ its worker processes, and what a worker does with one.
 Only indices go to a worker: a job is (batch number, slot, carried slot,
 positions, indices, rows). A worker loads those rows' samples (misses, or
 every row with a transform), stores them, and writes their leaves into the
-batch's shared slot; it sends back only the batch number, the rows written
-and the values of another layout. A job with no slot is drop_last's tail:
-its misses are loaded and stored, nothing is written or sent back.
+batch's shared slot; it sends back only the batch number, the rows written,
+the values of another layout, and the rows it loaded without storing them.
+Without a transform, a loaded value that fits the slot is not stored by the
+worker: the loader stores it from the slot (Store.put_rows), so it is not
+encoded in Python nor copied through the store's queue. A job with no slot
+is drop_last's tail: its misses are loaded and stored, nothing is written or
+sent back.
 """
 
 import numpy as np
@@ -15,8 +19,8 @@ import torch.utils.data
 
 class Filler(torch.utils.data.Dataset):
     """What a worker does for a job (the module's docstring). Returns
-    (batch number, rows written, {row: value} of values of another
-    layout)."""
+    (batch number, rows written, {row: value} of values of another layout,
+    rows loaded for the loader to store from the slot)."""
 
     def __init__(self, dataset, layout, slots):
         self.dataset, self.layout, self.slots = dataset, layout, slots
@@ -30,29 +34,38 @@ class Filler(torch.utils.data.Dataset):
         indices = np.asarray(indices, dtype=np.int64)
         if slot is None:  # drop_last's tail
             self.dataset.load_batch(positions, indices)
-            return number, [], {}
+            return number, [], {}, []
         leaves = carried if carried is not None else self.slots[slot]
-        return (number,) + load_rows(self.dataset, self.layout, leaves, positions, indices, rows)
+        return (number,) + load_rows(self.dataset, self.layout, leaves, positions, indices, rows,
+                                     defer_puts=True)
 
 
-def load_rows(ds, layout, leaves, positions, indices, rows, known=None):
+def load_rows(ds, layout, leaves, positions, indices, rows, known=None, defer_puts=False):
     """Reads (positions[i], indices[i]) for rows[i], loading and storing the
     misses, applies the dataset's transform, and writes each value into row
-    rows[i] of `leaves`. known: {i: value} already read. Returns (rows
-    written, {row: value} of values of another layout)."""
+    rows[i] of `leaves`. known: {i: value} already read. defer_puts (no
+    transform): a loaded value written into `leaves` is not stored; its row
+    is returned for the caller to store from there. Returns (rows written,
+    {row: value} of values of another layout, rows to store)."""
     known = known or {}
     todo = [k for k in range(len(rows)) if k not in known]
-    loaded = ds.load_batch(positions[todo], indices[todo]) if todo else []
+    unstored = [] if defer_puts and ds.transform is None else None
+    loaded = ds.load_batch(positions[todo], indices[todo], unstored) if todo else []
     values = dict(known)
     values.update(zip(todo, loaded))
-    written, other = [], {}
+    deferred = {todo[i] for i in unstored} if unstored else ()
+    written, other, to_store = [], {}, []
     for k, row in enumerate(rows):
         value = values[k] if ds.transform is None else ds.transform(values[k])
         if layout.write_row(leaves, row, value):
             written.append(int(row))
+            if k in deferred:
+                to_store.append(int(row))
         else:
+            if k in deferred:
+                ds.store.put(int(positions[k]), int(indices[k]), value)
             other[int(row)] = value
-    return written, other
+    return written, other, to_store
 
 
 class JobList:

@@ -103,14 +103,22 @@ class CachedDataset(torch.utils.data.Dataset):
             values = [self.transform(value) for value in values]
         return values
 
-    def load_batch(self, positions, indices):
+    def load_batch(self, positions, indices, unstored=None):
         """The untransformed values of (positions[i], indices[i]): read from
         the store a run of distinct indices at a time, each run's misses
         loaded and stored before the next run is read, so that an index
-        repeated in a batch is loaded once, as reads one by one would."""
+        repeated in a batch is loaded once, as reads one by one would.
+        unstored: a list that receives the i of misses loaded and NOT
+        stored, which the caller stores itself (an index that occurs again
+        in the batch is stored here all the same)."""
         if len(check_sequence("positions", positions)) != len(check_sequence("indices", indices)):
             raise InvalidArgumentError(f"positions and indices: {len(positions)} positions for "
                                        f"{len(indices)} indices")
+        repeated = set()
+        if unstored is not None:
+            seen = set()
+            for index in indices:
+                (repeated if int(index) in seen else seen).add(int(index))
         values = []
         start = 0
         while start < len(indices):
@@ -122,7 +130,12 @@ class CachedDataset(torch.utils.data.Dataset):
             run = self.store.get_batch(positions[start:end], indices[start:end])
             for k, value in enumerate(run):
                 if value is None:
-                    run[k] = self.load_miss(positions[start + k], indices[start + k])
+                    i = start + k
+                    if unstored is None or int(indices[i]) in repeated:
+                        run[k] = self.load_miss(positions[i], indices[i])
+                    else:
+                        run[k] = self._load_source(indices[i])
+                        unstored.append(i)
             values.extend(run)
             start = end
         return values
@@ -196,9 +209,11 @@ class CachedDataset(torch.utils.data.Dataset):
         (a read that found nothing): the untransformed value."""
         value = self.dataset[int(index)]
         self.store.put(position, int(index), value)
-        if type(value) is torch.Tensor and not value.is_contiguous():
-            value = value.contiguous()  # as every later read returns it
-        return value
+        return _as_read(value)
+
+    def _load_source(self, index):
+        """load_miss without the store: the caller stores the value."""
+        return _as_read(self.dataset[int(index)])
 
     def _guess_position(self, index):
         if self._plan is None or self._stride == 0:  # none, or a cluster store's
@@ -273,3 +288,10 @@ class CachedDataset(torch.utils.data.Dataset):
         state["sampler"] = None
         state["_inverses"] = {}
         return state
+
+
+def _as_read(value):
+    """value as a read from the store returns it (a tensor contiguous)."""
+    if type(value) is torch.Tensor and not value.is_contiguous():
+        return value.contiguous()
+    return value

@@ -438,14 +438,16 @@ class DataLoader:
 
     def _receive(self, number, filler):
         """The workers' results for batch `number`: (rows written, {row:
-        value} of another layout, its slot)."""
-        written, other = [], {}
+        value} of another layout, rows loaded for this process to store from
+        the slot, its slot)."""
+        written, other, to_store = [], {}, []
         for _ in range(self._job_list.parts_of(number)):
-            got, rows, theirs = next(filler)
+            got, rows, theirs, loaded = next(filler)
             assert got == number, (got, number)
             written.extend(rows)
             other.update(theirs)
-        return sorted(written), other, self._job_list.slot_of(number)
+            to_store.extend(loaded)
+        return sorted(written), other, to_store, self._job_list.slot_of(number)
 
     def _assemble(self, number, positions, indices, layout, jobs, filler, first, read_into):
         ds = self.dataset
@@ -455,8 +457,11 @@ class DataLoader:
         loaded = np.concatenate(parts) if parts else None
         other = {}
         if loaded is not None and filler is not None:
-            written, theirs, slot = self._receive(number, filler)
+            written, theirs, to_store, slot = self._receive(number, filler)
             other.update(theirs)
+            if to_store:  # before the slot is lent: the loop may write into it
+                ds.store.put_rows(positions[to_store], indices[to_store], to_store, layout.meta,
+                                  layout.payload_bytes, layout.offsets, self._slots.tensors[slot])
             # The slot becomes the batch (no copy) unless the loop holds
             # enough lent slots already; then its rows are copied out.
             if not pin and self._slots.held_count() < _LENT_SLOTS:
@@ -473,7 +478,7 @@ class DataLoader:
             other[0] = first
         if loaded is not None and filler is None:
             known = {0: first} if first is not None and ds.transform is not None else None
-            _, theirs = load_rows(ds, layout, leaves, positions[loaded], indices[loaded], loaded,
+            _, theirs, _ = load_rows(ds, layout, leaves, positions[loaded], indices[loaded], loaded,
                                    known=known)
             other.update(theirs)
         if loaded is None and not first_read:

@@ -314,6 +314,25 @@ class Store:
         payload_bytes long; returns a code per read: 0 read, 1 a miss, 2 a
         value of another layout (its rows hold garbage). opt4store.DataLoader
         assembles batches with it."""
+        core, args = self._rows_call(positions, indices, rows, meta, payload_bytes, offsets,
+                                     leaves)
+        if self._peer_reader is not None:
+            self._peer_reader.await_arrivals(args[1])
+        return core.read_into(*args)
+
+    def put_rows(self, positions, indices, rows, meta, payload_bytes, offsets, leaves):
+        """read_into's inverse: stores row rows[i] of every leaf tensor as the
+        value of (positions[i], indices[i]), a value with ``meta`` whose
+        payload (payload_bytes long) holds leaves[j]'s row at offsets[j].
+        opt4store.DataLoader stores the rows its workers loaded with it."""
+        core, args = self._rows_call(positions, indices, rows, meta, payload_bytes, offsets,
+                                     leaves)
+        core.put_rows(*args)
+
+    def _rows_call(self, positions, indices, rows, meta, payload_bytes, offsets, leaves):
+        """The checked arguments of read_into and put_rows, with a cluster
+        store's ids: (core, (positions, ids, rows, meta, payload_bytes,
+        offsets, leaves))."""
         core = self._require_open()
         positions = int_array("positions", positions, np.uint64)
         indices = int_array("indices", indices, np.int64, core.dataset_size())
@@ -329,9 +348,8 @@ class Store:
             raise InvalidTypeError("leaves: expected one tensor per offset")
         if self._peer_reader is not None:
             indices = self._peer_reader.store_ids(positions, indices)
-            self._peer_reader.await_arrivals(indices)
-        return core.read_into(positions, indices, rows, meta,
-                              check_int("payload_bytes", payload_bytes), offsets, leaves)
+        return core, (positions, indices, rows, meta, check_int("payload_bytes", payload_bytes),
+                      offsets, leaves)
 
     def _items(self, core):
         """The dataset's size (a cluster store holds more ids: its arrivals')."""

@@ -185,6 +185,69 @@ def test_an_all_hit_epoch_starts_no_worker(tmp_path, monkeypatch):
     store.close()
 
 
+@pytest.mark.parametrize("sample", ["pair", "dict", "arrays"])
+def test_workers_leave_storing_to_the_loader(tmp_path, monkeypatch, sample):
+    """A value a worker loads and writes into its batch slot is stored by
+    the loader from the slot (Store.put_rows), not by the worker: stored
+    once, and read back equal in the next epoch, from RAM and from disk."""
+    store, sampler, ds = cached(tmp_path, "s", SAMPLES[sample], epochs=2, ram_items=N // 3)
+    main = os.getpid()
+    worker_puts = multiprocessing.get_context("fork").Value("i", 0)
+    real_put = opt4store.Store.put
+
+    def counting_put(self, position, index, value):
+        if os.getpid() != main:
+            with worker_puts.get_lock():
+                worker_puts.value += 1
+        return real_put(self, position, index, value)
+
+    monkeypatch.setattr(opt4store.Store, "put", counting_put)
+    loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=8, num_workers=2,
+                                  multiprocessing_context="fork")
+    list(loader)
+    st = store.stats()
+    assert worker_puts.value == 0
+    assert st["puts"] == N and st["source_loads"] == N, st
+    for epoch_batches in (list(loader),):
+        for k, batch in enumerate(epoch_batches):
+            ids = sampler.plan[N + k * 8:N + (k + 1) * 8]
+            expected = torch.utils.data.default_collate([SAMPLES[sample](int(i)) for i in ids])
+            assert_same(batch, expected, f"batch {k}")
+    st = store.stats()
+    assert st["source_loads"] == N and st["hits_ram"] + st["hits_disk"] == N, st
+    assert st["hits_disk"] > 0, st
+    store.close()
+
+
+def test_put_rows_stores_what_read_into_reads(tmp_path):
+    """put_rows stores rows of leaf tensors as values equal to the samples
+    they were written from; read_into reads them back into other rows."""
+    from opt4store import _batch_layout
+    store = opt4store.Store(tmp_path / "s", ram_items=4, disk="16MiB")
+    store.bind(N)
+    layout = _batch_layout.layout_of(dict_sample(0))
+    leaves = layout.empty(3, False)
+    for row, i in enumerate((5, 9, 11)):
+        assert layout.write_row(leaves, row, dict_sample(i))
+    positions = np.full(3, opt4store.NO_POSITION, dtype=np.uint64)
+    store.put_rows(positions, [5, 9, 11], [0, 1, 2], layout.meta, layout.payload_bytes,
+                   layout.offsets, leaves)
+    for i in (5, 9, 11):
+        assert_same(store.get(opt4store.NO_POSITION, i), dict_sample(i))
+    back = layout.empty(3, False)
+    codes = store.read_into(positions, [11, 5, 9], [0, 1, 2], layout.meta,
+                            layout.payload_bytes, layout.offsets, back)
+    assert list(codes) == [0, 0, 0]
+    assert_same(layout.nest(back), torch.utils.data.default_collate(
+        [dict_sample(i) for i in (11, 5, 9)]))
+    with pytest.raises(opt4store.Error, match="row 3"):
+        store.put_rows(positions[:1], [1], [3], layout.meta, layout.payload_bytes,
+                       layout.offsets, leaves)
+    with pytest.raises(opt4store.Error, match="past the payload"):
+        store.put_rows(positions[:1], [1], [0], layout.meta, 8, layout.offsets, leaves)
+    store.close()
+
+
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_resume_at_every_batch_boundary(tmp_path, num_workers):
     kwargs = dict(multiprocessing_context="fork") if num_workers else {}
