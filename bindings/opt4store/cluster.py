@@ -202,6 +202,7 @@ class ClusterPeer:
         self.state, self.source = state, source
         self.peer_timeout, self.batch = peer_timeout, batch
         self.first_position = start  # where a resumed run starts in the plan
+        self._skip_to = None  # a later start: skip_to
         self.host = plan.host
         self.peers = [g * local_world for g in range(plan.hosts) if g != plan.host]
         self.lost = {}  # host -> message
@@ -230,6 +231,11 @@ class ClusterPeer:
         self.errors = []
         self._closed = False
         self._frontier, self._moved_at = None, time.monotonic()  # for _watch
+
+    def skip_to(self, position):
+        """The prefetcher goes on from the arrivals at `position` of the plan
+        (a resume after the store was planned): the earlier ones are past."""
+        self._skip_to = position
 
     def start(self):
         for t in self._servers + self._receivers + self._senders:
@@ -346,6 +352,10 @@ class ClusterPeer:
         gate = self.plan.steps_span(self.plan.window)
         k, n = int(np.searchsorted(at, self.first_position)), len(at)
         while k < n and not self._stop.is_set():
+            skip, self._skip_to = self._skip_to, None
+            if skip is not None:
+                k = max(k, int(np.searchsorted(at, skip)))
+                continue
             frontier = self.core.reading_from()
             base = max(0 if frontier == _NO_POSITION else frontier, int(self.state.wanted[0]))
             limit = base + gate
@@ -564,9 +574,7 @@ class ClusterSharing:
             # Room for the arrivals in flight (up to two windows ahead) on
             # top of a budget in items; a byte budget keeps them in staging.
             core = open_core(2 * self.window * local_world, plan.store_size)
-            core.set_plan([plan.store_ids], len(plan), start, 0, 0)
-            for position in plan.passed_own_positions(resume).tolist():
-                core.mark_consumed(position, int(plan.store_ids[position]))
+            self._plan_core(core, resume)
             path = _state_path(core.handle())
             state_box["state"] = ClusterState(path, hosts, len(plan.arrivals[0]), create=True)
             return core
@@ -574,7 +582,8 @@ class ClusterSharing:
         core, owner = self.local.connect(open_owner, plan.store_size, sampler.check_shareable)
         self.reader = ClusterReader(_state_path(core.handle()), host, hosts, dataset_size,
                                     plan.arrivals, self.peer_timeout, sampler.epoch_length)
-        sampler.use_positions(plan.own_positions[local_rank])
+        sampler.use_positions(plan.own_positions[local_rank],
+                              replan=(lambda read: self._replan(core, read)) if owner else None)
         if owner:
             self.peer = ClusterPeer(store, core, plan, group, rank, local_world,
                                     state_box["state"], source, self.peer_timeout, self.batch,
@@ -585,6 +594,24 @@ class ClusterSharing:
             # blocked in a receive would abort the interpreter's exit.
             atexit.register(self.peer.close)
         return core, owner
+
+    def _plan_core(self, core, read):
+        """Plans the host's store from own read `read` on (every rank
+        resumes at the same read: one checkpoint, lockstep): from the serves
+        and arrivals for that read, passing the own reads before it that
+        fall among them."""
+        plan = self.plan
+        core.set_plan([plan.store_ids], len(plan), plan.resume_position(read) if read else 0,
+                      0, 0)
+        for position in plan.passed_own_positions(read).tolist():
+            core.mark_consumed(position, int(plan.store_ids[position]))
+
+    def _replan(self, core, read):
+        """load_state_dict after binding (most scripts load a checkpoint
+        after building the dataset): the store and its prefetcher start
+        again at own read `read`."""
+        self._plan_core(core, read)
+        self.peer.skip_to(self.plan.resume_position(read) if read else 0)
 
     def close(self):
         if self.peer is not None:

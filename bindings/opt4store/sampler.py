@@ -130,8 +130,10 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._stride = 1
         self._offset = 0
         # A cluster store's positions (opt4store/cluster.py): own read i at
-        # _positions[i]; stride and offset are then 0.
+        # _positions[i]; stride and offset are then 0. _replan(position())
+        # re-plans it after load_state_dict.
         self._positions = None
+        self._replan = None
         self._record_ahead()
 
     # ---- the recorded epochs
@@ -396,6 +398,8 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._record_ahead(append=False)  # the stores get the plan anew just below
         for store in self._stores:
             self._plan_store(store)
+        if self._replan is not None:
+            self._replan(self.position())
 
     # ---- what Store.bind and CachedDataset call
 
@@ -458,14 +462,17 @@ class PlannedSampler(torch.utils.data.Sampler):
                 "sampler per store layout (shared or not)")
         self._stride, self._offset = layout
 
-    def use_positions(self, positions):
+    def use_positions(self, positions, replan=None):
         """Yields a cluster store's positions: own read i (epoch * len +
-        index) at positions[i] (increasing). Store.bind calls it."""
+        index) at positions[i] (increasing); replan(read) re-plans that
+        store from own read `read` on after each load_state_dict. Store.bind
+        calls it."""
         positions = np.asarray(positions, dtype=np.int64)
         if len(positions) != self.epochs * self.epoch_length:
             raise InvalidArgumentError(f"{len(positions)} positions for a plan of "
                                        f"{self.epochs * self.epoch_length} reads")
         self._positions = positions
+        self._replan = replan
         self._stride, self._offset = 0, 0
         self._window.positions = positions
 
