@@ -46,6 +46,7 @@ survivors' residency is recomputed. The rules, and what they assume:
   host only through its own peer threads (no host tells another).
 """
 
+import heapq
 import threading
 
 import numpy as np
@@ -136,7 +137,13 @@ class InheritedItems:
     most `capacity` of them (items; bytes when by_bytes), the one used
     furthest ahead leaving first (OPT, with bypass). An item not held is
     loaded from the source, under the lock: two threads that want it at
-    once load it once."""
+    once load it once.
+
+    The held items are indexed by next use in two heaps (entries of an
+    older version are skipped): the furthest first, for eviction, and the
+    soonest first, to find the items whose next use fell behind the floor
+    (uses of ranks that never asked), which are re-keyed before a choice.
+    So a choice costs O(log held), and each one is OPT's."""
 
     def __init__(self, load):
         self.load = load  # item -> (meta, payload), from the source
@@ -145,12 +152,18 @@ class InheritedItems:
         self.capacity, self.by_bytes, self.held = 0, False, 0
         self.loads = 0    # source loads
         self._lock = threading.Lock()
+        self._version = {}  # held item -> the version of its heap entries
+        self._furthest = []  # (-next use, version, item)
+        self._soonest = []   # (next use, version, item)
 
     def replan(self, uses, capacity, by_bytes):
         with self._lock:
             self.uses, self.capacity, self.by_bytes = uses, capacity, by_bytes
-            for item in [i for i in self.values if not self.uses.get(i)]:
-                self._drop(item)
+            for item in list(self.values):
+                if self.uses.get(item):
+                    self._index(item, -1)
+                else:
+                    self._drop(item)
 
     def take(self, item, step, floor):
         """(meta, payload) of `item` for its use at read step `step`; uses
@@ -166,20 +179,47 @@ class InheritedItems:
                 self._admit(item, value, floor)
             elif self._next_use(item, floor) is None:
                 self._drop(item)
+            else:
+                self._index(item, floor)
             return value
 
     def _next_use(self, item, floor):
         steps = self.uses.get(item)
-        if steps:
-            while steps and steps[0] < floor:
-                steps.pop(0)
+        while steps and steps[0] < floor:
+            steps.pop(0)
         return steps[0] if steps else None
 
     def _cost(self, value):
         return len(value[0]) + len(value[1]) if self.by_bytes else 1
 
+    def _index(self, item, floor):
+        """(Re)files held `item` under its next use (NEVER: none)."""
+        version = self._version[item] = self._version.get(item, 0) + 1
+        key = self._next_use(item, floor)
+        key = _NEVER if key is None else key
+        heapq.heappush(self._furthest, (-key, version, item))
+        heapq.heappush(self._soonest, (key, version, item))
+
+    def _current(self, entry):
+        return self._version.get(entry[2]) == entry[1]
+
+    def _furthest_held(self, floor):
+        """The held item used furthest ahead, and that use (NEVER: none)."""
+        soonest = self._soonest
+        while soonest and (not self._current(soonest[0]) or soonest[0][0] < floor):
+            entry = heapq.heappop(soonest)
+            if self._current(entry):
+                self._index(entry[2], floor)  # a use passed: its next is later
+        furthest = self._furthest
+        while not self._current(furthest[0]):
+            heapq.heappop(furthest)
+        return furthest[0][2], -furthest[0][0]
+
     def _drop(self, item):
         self.held -= self._cost(self.values.pop(item))
+        del self._version[item]
+        if not self.values:  # nothing current left: let the heaps go
+            self._furthest, self._soonest = [], []
 
     def _admit(self, item, value, floor):
         upcoming = self._next_use(item, floor)
@@ -187,10 +227,13 @@ class InheritedItems:
         if upcoming is None or cost > self.capacity:
             return
         while self.held + cost > self.capacity:
-            far = {i: self._next_use(i, floor) for i in self.values}
-            victim = max(far, key=lambda i: float("inf") if far[i] is None else far[i])
-            if far[victim] is not None and far[victim] <= upcoming:
+            victim, far = self._furthest_held(floor)
+            if far <= upcoming:
                 return  # every resident is used sooner: bypass
             self._drop(victim)
         self.values[item] = value
         self.held += cost
+        self._index(item, floor)
+
+
+_NEVER = float("inf")
