@@ -183,7 +183,7 @@ def run_loader(name, jpeg, store_dir, decoded, workers, epochs, reference):
 
 
 # The epoch 1 goal's pairs (no cache's epoch 1 and opt4store.DataLoader's).
-EPOCH1_PAIRS = 3
+EPOCH1_PAIRS = 5
 
 
 def first_epoch(name, jpeg, store_dir, decoded, workers, check):
@@ -262,7 +262,7 @@ def reference_for(jpeg):
 
 # ---- all in RAM
 
-ALL_IN_RAM_PAIRS = 5  # the goal's pairs: torch's DataLoader over a list, a cached epoch
+ALL_IN_RAM_PAIRS = 9  # the goal's pairs: torch's DataLoader over a list, a cached epoch
 
 
 def all_in_ram(jpeg, store_dir, decoded, workers, epochs, reference):
