@@ -30,18 +30,17 @@ the hosts' stores act as one cache:
 
 An arrival and its read carry an id of their own in the host's store
 (opt4store/_cluster_plan.py): readers turn a read's (position, index) into
-it (ClusterReader.store_ids). What the host's processes share lives in a
-small file in /dev/shm (the state): a flag per lost host, and per arrival
-whether it came, so that any reader knows when to stop waiting. The peer
+it (ClusterReader.store_ids). What the host's processes share lives in
+files in /dev/shm (opt4store/_cluster_reader.py): the state, a flag per lost
+host and per arrival whether it came, so that any reader knows when to stop
+waiting; and the readers' part of the host plan, which only the owner
+builds. The peer
 counters (peer_hits, peer_bytes_in, peer_bytes_out) are the store's own, in
 its stats table (Store.count_peer_traffic).
 """
 
 import atexit
-import hashlib
-import os
 import queue
-import tempfile
 import threading
 import time
 import warnings
@@ -53,124 +52,13 @@ import torch
 from . import _core, _values
 from ._cluster_heirs import Heirs
 from ._cluster_plan import HostPlan, rank_orders
+from ._cluster_reader import (ClusterReader, ClusterState, remove_orphans, state_path,
+                              write_reader_plan)
 from ._errors import InvalidArgumentError
 
 _REQUEST, _BYE, _REPLY = 1, 2, 3
 _TAG_REQUEST, _TAG_REPLY = 71, 72
 _NO_POSITION = _core.NO_POSITION
-
-
-def _state_path(handle):
-    key = hashlib.sha1(handle.encode()).hexdigest()[:16]
-    folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) \
-        else tempfile.gettempdir()
-    return os.path.join(folder, f"opt4store-{os.getuid()}-cluster-{key}.state")
-
-
-class ClusterState:
-    """The host's shared state (see the module's docstring): int64 words,
-    the highest read position a reader waits for an arrival at, per host 0
-    (alive) or 1 + the epoch its items have new homes from (lost), per
-    arrival 0 (not yet), 1 (in the store) or 2 (load it from the source)."""
-
-    def __init__(self, path, hosts, arrivals, create=False):
-        self.path, self.hosts, self.arrivals = path, hosts, arrivals
-        words = 1 + hosts + arrivals
-        if create:
-            initial = np.zeros(words, np.int64)
-            temporary = f"{path}.{os.getpid()}.tmp"
-            initial.tofile(temporary)
-            os.replace(temporary, path)
-        self.words = np.memmap(path, dtype=np.int64, mode="r+", shape=(words,))
-        self.wanted = self.words[0:1]
-        self.gone = self.words[1:1 + hosts]
-        self.arrived = self.words[1 + hosts:]
-
-    def remove(self):
-        try:
-            os.remove(self.path)
-        except FileNotFoundError:
-            pass
-
-
-class ClusterReader:
-    """What every process of a host needs to read a cluster store: the ids
-    its reads have in the store, and how to wait for an arrival. Picklable
-    (a spawned DataLoader worker reopens the state by its path)."""
-
-    def __init__(self, state_path, host, hosts, dataset_size, arrivals, peer_timeout,
-                 epoch_length):
-        self.state_path, self.host, self.hosts = state_path, host, hosts
-        self.dataset_size, self.peer_timeout = dataset_size, peer_timeout
-        # Per arrival: the position of its read, its item and the item's home.
-        self.arrival_reads = np.asarray(arrivals[1], dtype=np.uint64)
-        self.arrival_items = np.asarray(arrivals[2], dtype=np.int64)
-        self.arrival_homes = np.asarray(arrivals[3], dtype=np.int32)
-        self.arrival_epochs = np.asarray(arrivals[5], dtype=np.int64) // max(1, epoch_length)
-        self.state = ClusterState(state_path, hosts, len(self.arrival_reads))
-        self.late = 0  # arrivals this process gave up waiting for
-
-    def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k != "state"}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self.state = ClusterState(self.state_path, self.hosts, len(self.arrival_reads))
-
-    def store_ids(self, positions, indices):
-        """The store's ids of the reads (positions[i], indices[i]): an own
-        read of another host's item at its planned position reads its
-        arrival's id; any other read (another position, or an index the plan
-        did not predict there) the item's. An int64 array."""
-        positions = np.asarray(positions, dtype=np.uint64).reshape(-1)
-        ids = np.array(indices, dtype=np.int64).reshape(-1)
-        reads = self.arrival_reads
-        if len(reads):
-            k = np.minimum(np.searchsorted(reads, positions), len(reads) - 1)
-            mine = (reads[k] == positions) & (self.arrival_items[k] == ids)
-            ids[mine] = self.dataset_size + k[mine]
-        return ids
-
-    def await_arrivals(self, ids):
-        """Waits until each arrival among the store `ids` has come (or will
-        not: its home is gone, or it was refused); a Get then finds it, or
-        the reader loads it from the source."""
-        arrived, gone = self.state.arrived, self.state.gone
-        waited = [i - self.dataset_size for i in np.asarray(ids).tolist()
-                  if i >= self.dataset_size]
-        if waited:  # tell the prefetcher how far readers are (a batch, workers ahead)
-            last = int(self.arrival_reads[max(waited)])
-            if last > self.state.wanted[0]:
-                self.state.wanted[0] = last
-        deadline = None
-        for store_id in np.asarray(ids).tolist():
-            k = store_id - self.dataset_size
-            if k < 0:
-                continue
-            pause = 0.0002
-            while arrived[k] == 0 and not self.from_source(k, gone):
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self.peer_timeout
-                if now > deadline:
-                    self.late += 1
-                    if self.late == 1:
-                        warnings.warn(
-                            f"opt4store: an item from cluster host {self.home_of_arrival(k)} "
-                            f"did not arrive within {self.peer_timeout:.0f} s; loading it "
-                            "from the source", RuntimeWarning, stacklevel=4)
-                    break
-                time.sleep(pause)
-                pause = min(pause * 2, 0.005)
-
-    def home_of_arrival(self, k):
-        return int(self.arrival_homes[k])
-
-    def from_source(self, k, gone):
-        """Whether arrival k will not come: its first home is lost, and this
-        host re-homes that host's items only from a later epoch on."""
-        lost = int(gone[self.home_of_arrival(k)])
-        return lost != 0 and self.arrival_epochs[k] < lost - 1
 
 
 def raw_value(value):
@@ -560,34 +448,41 @@ class ClusterSharing:
         # run lasts; peer_timeout bounds the waits for replies (_recv) and
         # the silence of a peer (_watch).
         group = dist.new_group(backend="gloo", timeout=timedelta(days=7))  # < 2**31 ms
-        orders = rank_orders(sampler.sampler, world, sampler.epochs, sampler.epoch_length)
-        self.plan = plan = HostPlan(orders, host, hosts, local_world, self.window, dataset_size)
         # A sampler that load_state_dict moved resumes every rank at the same
-        # read (one checkpoint, lockstep): the store is planned from the
-        # serves and arrivals for that read on, and passes the own reads
-        # before it that fall among them.
+        # read (one checkpoint, lockstep).
         resume = sampler.position()
-        start = plan.resume_position(resume) if resume else 0
         state_box = {}
 
         def open_owner():
+            orders = rank_orders(sampler.sampler, world, sampler.epochs, sampler.epoch_length)
+            self.plan = plan = HostPlan(orders, host, hosts, local_world, self.window,
+                                        dataset_size)
             # Room for the arrivals in flight (up to two windows ahead) on
             # top of a budget in items; a byte budget keeps them in staging.
             core = open_core(2 * self.window * local_world, plan.store_size)
             self._plan_core(core, resume)
-            path = _state_path(core.handle())
+            path = state_path(core.handle())
+            remove_orphans()
+            write_reader_plan(path, plan, sampler.epoch_length)
             state_box["state"] = ClusterState(path, hosts, len(plan.arrivals[0]), create=True)
             return core
 
-        core, owner = self.local.connect(open_owner, plan.store_size, sampler.check_shareable)
-        self.reader = ClusterReader(_state_path(core.handle()), host, hosts, dataset_size,
-                                    plan.arrivals, self.peer_timeout, sampler.epoch_length)
-        sampler.use_positions(plan.own_positions[local_rank],
+        # The other local ranks check the store's size through the reader.
+        core, owner = self.local.connect(open_owner, None, sampler.check_shareable)
+        self.reader = ClusterReader(state_path(core.handle()), host, hosts, dataset_size,
+                                    self.peer_timeout)
+        held = core.dataset_size() - len(self.reader.arrival_reads)
+        if held != dataset_size:
+            core.close()
+            raise InvalidArgumentError(f"local rank 0's cluster store holds a dataset of {held} "
+                                       f"items; this rank's dataset has {dataset_size}")
+        sampler.use_positions(self.reader.own_positions[local_rank],
                               replan=(lambda read: self._replan(core, read)) if owner else None)
         if owner:
-            self.peer = ClusterPeer(store, core, plan, group, rank, local_world,
+            self.peer = ClusterPeer(store, core, self.plan, group, rank, local_world,
                                     state_box["state"], source, self.peer_timeout, self.batch,
-                                    start, sampler.epoch_length, budget)
+                                    self.plan.resume_position(resume) if resume else 0,
+                                    sampler.epoch_length, budget)
             self.peer.start()
             # A process that exits without Store.close() still says goodbye
             # and serves its peers until they are done: a peer thread left

@@ -138,7 +138,8 @@ class LocalSharing:
         """Local rank 0 opens the store by calling open_owner() (which returns
         the opened core, planned) and publishes its handle; every other local
         rank checks its sampler with check_sampler(local_rank,
-        local_world_size) and attaches to that handle. Returns (core, owner).
+        local_world_size), attaches to that handle and checks the store's
+        dataset_size (None: the caller checks). Returns (core, owner).
         Errors on either side reach every local rank (no rank waits for an
         owner that failed); a core this call opened is closed on failure."""
         local_rank, local_world = self.layout()
@@ -178,7 +179,7 @@ class LocalSharing:
             raise error
         if local_rank == 0:
             return core, True
-        if core.dataset_size() != dataset_size:
+        if dataset_size is not None and core.dataset_size() != dataset_size:
             size = core.dataset_size()
             core.close()
             raise InvalidArgumentError(

@@ -139,6 +139,14 @@ def _host(rank, cfg):
         if not cfg.get("resume_after_binding"):
             sampler.load_state_dict(state)
     local_world = cfg.get("local_world", 1)
+    plans_built = []  # only a host's owner builds its plan
+    real_plan = opt4store.cluster.HostPlan
+
+    def counted_plan(*args, **kwargs):
+        plans_built.append(1)
+        return real_plan(*args, **kwargs)
+
+    opt4store.cluster.HostPlan = counted_plan
     path = cfg["store"] + f"/host{rank // local_world}" if cfg.get("disk") else None
     store = opt4store.Store(path, ram_items=cfg["ram_items"], disk=cfg.get("disk") or 0,
                             shared=cfg["shared"], local_rank=rank % local_world,
@@ -192,6 +200,7 @@ def _host(rank, cfg):
             dist.barrier()
         store.close()
     result = {"rank": rank, "wrong": int(wrong), "seen": seen, "first_read": read[0],
+              "plans_built": len(plans_built),
               "warnings": [str(w.message) for w in caught],
               "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, bool))}}
     with open(cfg["results"] + f".{rank}", "w") as f:
@@ -339,6 +348,28 @@ def test_a_resumed_plan_starts_at_the_serves_and_arrivals_for_the_resumed_read()
             assert np.all(own[read:] >= start) and len(passed) <= WINDOW
 
 
+def test_a_killed_hosts_files_are_removed_by_the_next_owner(tmp_path):
+    """The state and plan files of a host whose owner died without close
+    are removed when an owner binds; a live owner's stay."""
+    import subprocess
+    from opt4store import _cluster_reader
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    orphan = _cluster_reader.state_path(f"/opt4store-ctl.{dead.pid}.1")
+    live = _cluster_reader.state_path(f"/opt4store-ctl.{os.getpid()}.1")
+    names = [orphan, orphan + ".own.npy", live, live + ".own.npy"]
+    for name in names:
+        with open(name, "wb") as f:
+            f.write(b"x")
+    try:
+        _cluster_reader.remove_orphans()
+        assert [os.path.exists(name) for name in names] == [False, False, True, True]
+    finally:
+        for name in names:
+            if os.path.exists(name):
+                os.remove(name)
+
+
 def test_new_homes_spread_a_lost_hosts_items_and_compose():
     hosts, ids = 5, np.arange(10 * 5 * 4)
     first = home_of(ids, hosts, [2])
@@ -427,6 +458,8 @@ def test_two_hosts_of_two_local_ranks_share_one_store_each(tmp_path):
     for host in (0, 2):
         assert results[host]["stats"]["peer_hits"] == results[host + 1]["stats"]["peer_hits"]
     assert sum(results[h]["stats"]["peer_hits"] for h in (0, 2)) == arrivals_in_all_hosts(2)
+    # local rank 1 maps its owner's plan files instead of building the plan
+    assert [results[r]["plans_built"] for r in range(HOSTS)] == [1, 0, 1, 0]
 
 
 def test_four_hosts_with_a_disk_tier_each_decode_each_item_once(tmp_path):
