@@ -20,6 +20,8 @@ import warnings
 
 import numpy as np
 
+from .distributed import pid_alive
+
 # The readers' part of the host plan: file suffix -> what it holds.
 _READER_PLAN = ("own", "arrival_reads", "arrival_items", "arrival_homes", "arrival_epochs")
 
@@ -46,22 +48,12 @@ def remove_orphans():
         if not name.startswith(prefix):
             continue
         pid = name[len(prefix):].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == 0 or _alive(int(pid)):
+        if not pid.isdigit() or int(pid) == 0 or pid_alive(int(pid)):
             continue
         try:
             os.remove(os.path.join(_folder(), name))
         except OSError:
             pass
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def write_reader_plan(path, plan, epoch_length):

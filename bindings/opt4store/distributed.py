@@ -102,7 +102,8 @@ def resolve_layout(local_rank=None, local_world_size=None):
     return local_rank, local_world_size
 
 
-def _alive(pid):
+def pid_alive(pid):
+    """Whether process `pid` exists (another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -233,7 +234,7 @@ class LocalSharing:
     def _publish_file(self, handle, error):
         target = self.handle_file()
         old = self._read_file()
-        if old is not None and old["pid"] != os.getpid() and _alive(old["pid"]):
+        if old is not None and old["pid"] != os.getpid() and pid_alive(old["pid"]):
             # Another live owner publishes under this name: leave its record.
             raise BusyError(
                 f"opt4store: process {old['pid']} is alive and publishes another shared store "
@@ -257,7 +258,7 @@ class LocalSharing:
         while True:
             record = self._read_file()
             # A record whose writer is dead is stale (a crashed earlier run).
-            if record is not None and _alive(record["pid"]):
+            if record is not None and pid_alive(record["pid"]):
                 if record.get("error"):
                     raise Error(f"opt4store: local rank 0 could not open the shared store: "
                                 f"{record['error']}")
