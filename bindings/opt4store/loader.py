@@ -66,7 +66,8 @@ _default_collate = _batch_layout.default_collate
 # Lent slots the training loop may hold before batches are copied out of
 # them (the loop variable's batch, and one kept for a step).
 _LENT_SLOTS = 2
-# Misses are split across the workers in jobs of at least this many rows.
+# drop_last's tail is split across the workers in jobs of at least this
+# many rows.
 _MIN_JOB_ROWS = 4
 # How long an epoch's start waits for the owner to take the values the last
 # epoch's workers put; past it, the epoch loads what it cannot see.
@@ -365,7 +366,7 @@ class DataLoader:
         ds = self.dataset
         sizes = [len(indices) for _, indices in plan]
         if ds.transform is not None:
-            return {number: np.array_split(np.arange(size), self._parts(size))
+            return {number: np.array_split(np.arange(size), self._parts())
                     for number, size in enumerate(sizes) if size}
         # Epoch-wide row numbers of the misses; the first sample is read already.
         if self.num_workers > 0:  # values still on the queue would start workers for nothing
@@ -379,18 +380,20 @@ class DataLoader:
         jobs = {}
         for number in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
             rows = missing[bounds[number]:bounds[number + 1]] - starts[number]
-            jobs[number] = np.array_split(rows, self._parts(len(rows)))
+            jobs[number] = np.array_split(rows, self._parts())
         return jobs
 
-    def _parts(self, rows):
-        """How many jobs a batch's misses make. Split across the workers, a
-        batch is ready sooner and no worker idles at the epoch's end while
-        another loads the last batch alone. With a transform, one job per
-        batch: batch k runs in worker k % num_workers, drawing random numbers
-        as it would under torch's DataLoader."""
+    def _parts(self):
+        """How many jobs a batch's misses make: one a worker (a job may have
+        no rows), so that a batch is ready sooner, no worker idles at the
+        epoch's end while another loads the last batch alone, and the jobs
+        ahead (prefetch_factor x num_workers of them, _start_workers) span
+        as many batches, and slots, as torch keeps ahead. With a transform,
+        one job per batch: batch k runs in worker k % num_workers, drawing
+        random numbers as it would under torch's DataLoader."""
         if self.dataset.transform is not None or self.num_workers < 2:
             return 1
-        return max(1, min(self.num_workers, rows // _MIN_JOB_ROWS))
+        return self.num_workers
 
     def _start_workers(self, plan, jobs, tail):
         """The workers' iterator over the jobs, in batch order, then
@@ -405,8 +408,11 @@ class DataLoader:
                           worker_init_fn=self.worker_init_fn,
                           multiprocessing_context=self.multiprocessing_context,
                           generator=self.generator, persistent_workers=True)
-            if self.prefetch_factor is not None:
-                kwargs["prefetch_factor"] = self.prefetch_factor
+            # Jobs ahead: prefetch_factor batches a worker, as torch, each
+            # batch in _parts() jobs. A worker that ends its part of a batch
+            # early has the next batch's parts to do instead of waiting for
+            # the slower part.
+            kwargs["prefetch_factor"] = (self.prefetch_factor or 2) * self._parts()
             self._filler = torch.utils.data.DataLoader(
                 Filler(self.dataset, self._layout, self._slots.tensors[:self._slots.known]),
                 batch_sampler=self._job_list, **kwargs)

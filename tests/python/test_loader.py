@@ -356,6 +356,26 @@ def test_an_abandoned_epoch_frees_its_workers_and_slots(tmp_path):
     store.close()
 
 
+def test_batches_with_one_miss_each_add_no_slots(tmp_path):
+    """The workers' jobs ahead span as many batches as torch keeps ahead,
+    whatever the misses a batch: with one miss in each batch, the loader
+    makes no slot beyond those it started with, and every batch is right."""
+    store, sampler, ds = cached(tmp_path, "s", pair_sample, epochs=1, ram_items=N)
+    order = sampler.plan[:N].tolist()
+    missing = set(order[::5])  # one in each batch of 5
+    for i in set(order) - missing:
+        store.put(opt4store.NO_POSITION, i, pair_sample(i))
+    loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=5, num_workers=2,
+                                  multiprocessing_context="fork")
+    for k, batch in enumerate(loader):
+        expected = [pair_sample(i) for i in order[k * 5:(k + 1) * 5]]
+        assert_same(batch, torch.utils.data.default_collate(expected), f"batch {k}")
+    slots = loader._slots
+    assert len(slots.tensors) == slots.known, (len(slots.tensors), slots.known)
+    assert store.stats()["source_loads"] == len(missing)
+    store.close()
+
+
 def killed_at_17(i):
     if i == 17 and torch.utils.data.get_worker_info() is not None:
         os.kill(os.getpid(), signal.SIGKILL)
