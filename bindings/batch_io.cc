@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "bindings/core_common.h"
 
@@ -67,6 +68,8 @@ std::vector<uint64_t> LeafRowBytes(const char* what, const IdArray& rows, uint64
   return row_bytes;
 }
 
+}  // namespace
+
 // One read of ReadInto: meta into a string to compare with the template;
 // the payload in pieces straight into the row of each leaf tensor when its
 // size is the template's, else into a buffer of its own (not this layout).
@@ -91,8 +94,6 @@ class RowSink : public ReadSink {
   std::vector<Piece> row_pieces;
   std::unique_ptr<char[]> other;
 };
-
-}  // namespace
 
 py::list GetBatchValues(Store* store, const PositionArray& positions, const IdArray& ids) {
   CheckSameLength(positions, ids, "get_batch");
@@ -120,45 +121,76 @@ py::list GetBatchValues(Store* store, const PositionArray& positions, const IdAr
   return out;
 }
 
-py::array_t<int8_t> ReadInto(Store* store, const PositionArray& positions, const IdArray& ids,
-                             const IdArray& rows, const std::string& meta,
-                             uint64_t payload_bytes, const std::vector<uint64_t>& offsets,
-                             const std::vector<at::Tensor>& leaves) {
+ReadIntoJob::ReadIntoJob(Store* store, const PositionArray& positions, const IdArray& ids,
+                         const IdArray& rows, const std::string& meta, uint64_t payload_bytes,
+                         const std::vector<uint64_t>& offsets,
+                         const std::vector<at::Tensor>& leaves)
+    : store_(store), meta_(meta), leaves_(leaves) {
   CheckSameLength(positions, ids, "read_into");
   CheckSameLength(rows, ids, "read_into");
   const size_t n = static_cast<size_t>(ids.size());
-  const std::vector<ItemId> id_list = CheckedIds(store, ids);
-  std::vector<uint64_t> position_list(positions.data(), positions.data() + n);
+  ids_ = CheckedIds(store, ids);
+  positions_.assign(positions.data(), positions.data() + n);
   const std::vector<uint64_t> row_bytes =
       LeafRowBytes("read_into", rows, payload_bytes, offsets, leaves);
-  std::vector<RowSink> sinks(n);
-  std::vector<ReadSink*> sink_ptrs(n);
+  sinks_.reset(new RowSink[n]);
+  sink_ptrs_.resize(n);
   const int64_t* row = rows.data();
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < leaves.size(); ++j) {
       char* base = static_cast<char*>(leaves[j].data_ptr());
-      sinks[i].row_pieces.push_back({offsets[j], row_bytes[j], base + row[i] * row_bytes[j]});
+      sinks_[i].row_pieces.push_back({offsets[j], row_bytes[j], base + row[i] * row_bytes[j]});
     }
-    sinks[i].expected_payload = payload_bytes;
-    sink_ptrs[i] = &sinks[i];
+    sinks_[i].expected_payload = payload_bytes;
+    sink_ptrs_[i] = &sinks_[i];
   }
-  std::vector<Status> statuses(n);
+  statuses_.resize(n);
+}
+
+ReadIntoJob::~ReadIntoJob() { Join(); }
+
+void ReadIntoJob::Run() {
+  store_->GetBatch(positions_.data(), ids_.data(), ids_.size(), sink_ptrs_.data(),
+                   statuses_.data(), nullptr);
+}
+
+void ReadIntoJob::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void ReadIntoJob::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+py::array_t<int8_t> ReadIntoJob::Wait() {
   {
     py::gil_scoped_release release;
-    store->GetBatch(position_list.data(), id_list.data(), n, sink_ptrs.data(), statuses.data(),
-                    nullptr);
+    Join();
   }
+  const size_t n = ids_.size();
   py::array_t<int8_t> codes(static_cast<py::ssize_t>(n));
   int8_t* code = codes.mutable_data();
   for (size_t i = 0; i < n; ++i) {
-    if (statuses[i].IsNotFound()) {
+    if (statuses_[i].IsNotFound()) {
       code[i] = 1;
     } else {
-      ThrowIfError(statuses[i]);
-      code[i] = sinks[i].other == nullptr && sinks[i].meta == meta ? 0 : 2;
+      ThrowIfError(statuses_[i]);
+      code[i] = sinks_[i].other == nullptr && sinks_[i].meta == meta_ ? 0 : 2;
     }
   }
   return codes;
+}
+
+py::array_t<int8_t> ReadInto(Store* store, const PositionArray& positions, const IdArray& ids,
+                             const IdArray& rows, const std::string& meta,
+                             uint64_t payload_bytes, const std::vector<uint64_t>& offsets,
+                             const std::vector<at::Tensor>& leaves) {
+  ReadIntoJob job(store, positions, ids, rows, meta, payload_bytes, offsets, leaves);
+  {
+    py::gil_scoped_release release;
+    job.Run();
+  }
+  return job.Wait();
 }
 
 void PutRows(Store* store, const PositionArray& positions, const IdArray& ids,

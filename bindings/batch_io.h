@@ -10,8 +10,12 @@
 #include <torch/extension.h>
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
+#include "opt4store/read_sink.h"
 #include "opt4store/store.h"
 
 namespace opt4store {
@@ -47,6 +51,41 @@ pybind11::array_t<int8_t> ReadInto(Store* store, const PositionArray& positions,
 void PutRows(Store* store, const PositionArray& positions, const IdArray& ids,
              const IdArray& rows, const std::string& meta, uint64_t payload_bytes,
              const std::vector<uint64_t>& offsets, const std::vector<at::Tensor>& leaves);
+
+// ReadInto as a job: the arguments are checked and the reads set up at
+// construction (with the GIL); Run() reads, in the caller's thread (GIL
+// released) or, after Start(), in a thread of its own that touches no
+// Python object, so it overlaps the training loop's step
+// (opt4store.DataLoader's read-ahead); Wait() joins it and returns
+// ReadInto's codes. The leaf tensors are held until the job is destroyed,
+// which joins too. Thread safety: one thread calls its methods.
+class RowSink;
+class ReadIntoJob {
+ public:
+  ReadIntoJob(Store* store, const PositionArray& positions, const IdArray& ids,
+              const IdArray& rows, const std::string& meta, uint64_t payload_bytes,
+              const std::vector<uint64_t>& offsets, const std::vector<at::Tensor>& leaves);
+  ~ReadIntoJob();
+  ReadIntoJob(const ReadIntoJob&) = delete;
+  ReadIntoJob& operator=(const ReadIntoJob&) = delete;
+
+  void Run();
+  void Start();
+  pybind11::array_t<int8_t> Wait();
+
+ private:
+  void Join();
+
+  Store* store_;
+  std::string meta_;
+  std::vector<at::Tensor> leaves_;
+  std::vector<uint64_t> positions_;
+  std::vector<ItemId> ids_;
+  std::unique_ptr<RowSink[]> sinks_;
+  std::vector<ReadSink*> sink_ptrs_;
+  std::vector<Status> statuses_;
+  std::thread thread_;
+};
 
 // Store::Locate: 0 a miss, 1 in the RAM tier, 2 on the disk tier.
 pybind11::array_t<uint8_t> LocateIds(Store* store, const IdArray& ids);

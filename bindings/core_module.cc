@@ -475,6 +475,9 @@ PYBIND11_MODULE(_core, m) {
     }
   });
 
+  py::class_<opt4store::ReadIntoJob>(m, "ReadIntoJob")
+      .def("wait", &opt4store::ReadIntoJob::Wait);
+
   py::class_<PyStore>(m, "Store")
       .def_static("open", &PyStore::Open, py::arg("path"), py::arg("options"))
       .def_static("attach", &PyStore::Attach, py::arg("handle"))
@@ -502,6 +505,19 @@ PYBIND11_MODULE(_core, m) {
              const std::vector<at::Tensor>& leaves) {
             return opt4store::ReadInto(self.Checked(), positions, ids, rows, meta, payload_bytes,
                                        offsets, leaves);
+          },
+          py::arg("positions"), py::arg("indices"), py::arg("rows"), py::arg("meta"),
+          py::arg("payload_bytes"), py::arg("offsets"), py::arg("leaves"))
+      .def(
+          "read_into_async",
+          [](PyStore& self, const opt4store::PositionArray& positions,
+             const opt4store::IdArray& ids, const opt4store::IdArray& rows, py::bytes meta,
+             uint64_t payload_bytes, const std::vector<uint64_t>& offsets,
+             const std::vector<at::Tensor>& leaves) {
+            auto job = std::make_unique<opt4store::ReadIntoJob>(
+                self.Checked(), positions, ids, rows, meta, payload_bytes, offsets, leaves);
+            job->Start();
+            return job;
           },
           py::arg("positions"), py::arg("indices"), py::arg("rows"), py::arg("meta"),
           py::arg("payload_bytes"), py::arg("offsets"), py::arg("leaves"))

@@ -4,6 +4,7 @@ offsets, dtypes and shapes of its leaves), the batch tensors it fills (one
 per leaf, from a pool that reuses memory nobody holds), how default_collate
 nests them, and the shared slots that workers write into."""
 
+import random
 import sys
 
 import numpy as np
@@ -148,6 +149,21 @@ class Layout:
 
 _slot_cache = {}
 _layout_cache = {}
+
+
+def probe(transform, value):
+    """transform(value) with the random generators it may draw from (torch,
+    random, numpy) put back as they were: the layout of a transformed
+    sample, found without changing what the reads' transforms draw."""
+    torch_state = torch.random.get_rng_state()
+    py_state = random.getstate()
+    np_state = np.random.get_state()
+    try:
+        return transform(value)
+    finally:
+        torch.random.set_rng_state(torch_state)
+        random.setstate(py_state)
+        np.random.set_state(np_state)
 
 
 def layout_of(value):

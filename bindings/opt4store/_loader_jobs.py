@@ -11,10 +11,15 @@ worker: the loader stores it from the slot (Store.put_rows), so it is not
 encoded in Python nor copied through the store's queue. A job with no slot
 is drop_last's tail: its misses are loaded and stored, nothing is written or
 sent back.
+
+On the general path (a custom collate_fn, samples of varying shapes),
+torch's DataLoader gets the epoch's batches as PlannedIndex lists instead.
 """
 
 import numpy as np
 import torch.utils.data
+
+from .sampler import PlannedIndex
 
 
 class Filler(torch.utils.data.Dataset):
@@ -127,3 +132,24 @@ class JobList:
             for rows in parts:
                 yield [(number, slot, carried, positions[rows].tolist(),
                         indices[rows].tolist(), rows.tolist())]
+
+
+class PlannedBatches:
+    """An epoch's batches as lists of PlannedIndex: the batch sampler of
+    torch's DataLoader when opt4store.DataLoader takes the general path."""
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def __len__(self):
+        return len(self.plan)
+
+    def __iter__(self):
+        for positions, indices in self.plan:
+            yield [planned_index(p, i) for p, i in zip(positions.tolist(), indices.tolist())]
+
+
+def planned_index(position, index):
+    value = PlannedIndex(index)
+    value.position = position
+    return value

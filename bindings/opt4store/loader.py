@@ -46,19 +46,20 @@ then unplanned; a batch's memory is written again only once no tensor or
 view of it is left, so keeping a batch is safe (it costs a new buffer).
 """
 
-import random
+import time
 
 import numpy as np
 import torch
 import torch.utils.data
 
 from . import _batch_layout
-from ._loader_jobs import Filler, JobList, load_rows
 from ._checks import MAX_UINT64, check_bool, check_callable, check_int, check_number, check_str
 from ._errors import InvalidArgumentError, InvalidTypeError
+from ._loader_jobs import Filler, JobList, PlannedBatches, load_rows
+from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
 from .device import check_device, to_device
-from .sampler import PlannedIndex, PlannedSampler
+from .sampler import PlannedSampler
 from .store import NO_POSITION
 
 _default_collate = _batch_layout.default_collate
@@ -66,6 +67,9 @@ _default_collate = _batch_layout.default_collate
 # Lent slots the training loop may hold before batches are copied out of
 # them (the loop variable's batch, and one kept for a step).
 _LENT_SLOTS = 2
+# Read ahead only while the loop spends this long with a batch: else the
+# read overlaps nothing and its thread costs more (README, "read-ahead").
+_READ_AHEAD_MIN_STEP_S = 200e-6
 # drop_last's tail is split across the workers in jobs of at least this
 # many rows.
 _MIN_JOB_ROWS = 4
@@ -260,10 +264,11 @@ class DataLoader:
         finally:
             # A loop that stopped early never reads the rest of the epoch
             # (nor is drop_last's tail loaded then): the store must not wait
-            # for those positions.
-            self._pass_tail()
-            for positions, indices in plan[self._yielded:]:
-                self.dataset.store.mark_consumed(positions, indices)
+            # for those positions (unless the loop closed it).
+            if self.dataset.store.is_open:
+                self._pass_tail()
+                for positions, indices in plan[self._yielded:]:
+                    self.dataset.store.mark_consumed(positions, indices)
 
     def _pass_tail(self, rows=None):
         """Marks drop_last's tail (its `rows`, or all) as read: the store
@@ -302,7 +307,7 @@ class DataLoader:
     def _epoch(self, plan, total):
         if self._general():
             self._pass_tail()  # torch's DataLoader reads whole batches only
-            batches = _PlannedBatches(plan)
+            batches = PlannedBatches(plan)
             for number, batch in enumerate(self._torch_loader(batches)):
                 self._count_yielded(plan[number], number + 1 == len(plan), total)
                 yield batch
@@ -320,7 +325,8 @@ class DataLoader:
         if first is None:
             first = ds.load_miss(first_position, first_index)
         try:
-            layout = _batch_layout.layout_of(first if ds.transform is None else _probe(ds.transform, first))
+            layout = _batch_layout.layout_of(first if ds.transform is None else
+                                             _batch_layout.probe(ds.transform, first))
         except _batch_layout.NoLayout:
             layout = None
         if layout is None:
@@ -337,14 +343,25 @@ class DataLoader:
         workers = self.num_workers > 0 and (bool(jobs) or
                                             len(tail) > 0 and self._filler is not None)
         filler = self._start_workers(plan, jobs, tail) if workers else None
+        read_async = ds.store.batch_reader_async() if filler is None and len(plan) > 1 else None
+        ahead = ReadAhead(ds.store) if read_async is not None else None
+        step = None  # the loop's time with the last batch
         try:
             for number, (positions, indices) in enumerate(plan):
                 batch = self._assemble(number, positions, indices, self._layout, jobs, filler,
-                                       first if number == 0 else None, read_into)
+                                       first if number == 0 else None, read_into,
+                                       ahead.take(number) if ahead is not None else None)
+                if ahead is not None and number + 1 < len(plan) and number + 1 not in jobs \
+                        and step is not None and step >= _READ_AHEAD_MIN_STEP_S:
+                    self._read_ahead(ahead, number + 1, plan[number + 1], read_async)
                 self._count_yielded(plan[number], number + 1 == len(plan), total)
+                handed = time.perf_counter()
                 yield batch
+                step = time.perf_counter() - handed
             self._load_tail(tail, filler)
         finally:
+            if ahead is not None:
+                ahead.close()
             if filler is not None and not self.persistent_workers:
                 del filler
                 self._stop_workers(keep_slots=True)
@@ -455,9 +472,15 @@ class DataLoader:
             to_store.extend(loaded)
         return sorted(written), other, to_store, self._job_list.slot_of(number)
 
-    def _assemble(self, number, positions, indices, layout, jobs, filler, first, read_into):
+    def _assemble(self, number, positions, indices, layout, jobs, filler, first, read_into,
+                  ahead=None):
+        """Batch `number`; ahead: (leaves, codes) of its read by ReadAhead."""
         ds = self.dataset
         rows = len(indices)
+        if ahead is not None:
+            leaves, codes = ahead
+            return self._finish(positions, indices, layout, leaves, self._every_row(rows), codes,
+                                {})
         pin = self.pin_memory and torch.cuda.is_available()
         parts = jobs.get(number)
         loaded = np.concatenate(parts) if parts else None
@@ -500,6 +523,12 @@ class DataLoader:
             todo = np.flatnonzero(~done)
             codes = read_into(positions[todo], indices[todo], todo, layout.meta,
                               layout.payload_bytes, layout.offsets, leaves) if len(todo) else ()
+        return self._finish(positions, indices, layout, leaves, todo, codes, other)
+
+    def _finish(self, positions, indices, layout, leaves, todo, codes, other):
+        """The batch in `leaves`, once the rows read_into did not read (codes
+        per row of `todo`) are read another way."""
+        ds = self.dataset
         for k in np.flatnonzero(codes).tolist():
             # 1: it left the store since the workers were told; 2: its own
             # layout (read again, without a position: already read).
@@ -516,12 +545,20 @@ class DataLoader:
             return self._collate_rows(leaves, layout, other, positions, indices)
         return layout.nest(leaves)
 
+    def _read_ahead(self, ahead, number, batch, read_async):
+        """Starts the read of batch `number`, all hits as located, in the
+        read-ahead thread, into tensors taken here."""
+        (positions, indices), layout = batch, self._layout
+        rows, pin = len(indices), self.pin_memory and torch.cuda.is_available()
+        leaves = self._idle_slot(layout, rows, None, pin) or layout.empty(rows, pin)
+        ahead.start(number, leaves, read_async, positions, indices, self._every_row(rows),
+                    layout.meta, layout.payload_bytes, layout.offsets, leaves)
+
     def _every_row(self, rows):
         """np.arange(rows), made once per batch size (read_into only reads it)."""
-        every = self._every.get(rows)
-        if every is None:
-            every = self._every[rows] = np.arange(rows)
-        return every
+        if rows not in self._every:
+            self._every[rows] = np.arange(rows)
+        return self._every[rows]
 
     def _idle_slot(self, layout, rows, filler, pin):
         """With no workers running, a batch with no job is read into a free
@@ -548,7 +585,7 @@ class DataLoader:
         a time, transformed and collated here."""
         ds = self.dataset
         if self.num_workers > 0:
-            for number, batch in enumerate(self._torch_loader(_PlannedBatches(plan))):
+            for number, batch in enumerate(self._torch_loader(PlannedBatches(plan))):
                 self._count_yielded(plan[number], number + 1 == len(plan), total)
                 yield batch
             return
@@ -561,38 +598,3 @@ class DataLoader:
                 values = [ds.transform(v) for v in values]
             self._count_yielded(plan[number], number + 1 == len(plan), total)
             yield _default_collate(values)
-
-
-class _PlannedBatches:
-    """An epoch's batches as lists of PlannedIndex, for torch's DataLoader on
-    the general path."""
-
-    def __init__(self, plan):
-        self.plan = plan
-
-    def __len__(self):
-        return len(self.plan)
-
-    def __iter__(self):
-        for positions, indices in self.plan:
-            yield [_planned_index(p, i) for p, i in zip(positions.tolist(), indices.tolist())]
-
-
-def _planned_index(position, index):
-    value = PlannedIndex(index)
-    value.position = position
-    return value
-
-
-def _probe(transform, value):
-    """transform(value) with the random generators it may draw from (torch,
-    random, numpy) put back as they were."""
-    torch_state = torch.random.get_rng_state()
-    py_state = random.getstate()
-    np_state = np.random.get_state()
-    try:
-        return transform(value)
-    finally:
-        torch.random.set_rng_state(torch_state)
-        random.setstate(py_state)
-        np.random.set_state(np_state)

@@ -3,6 +3,7 @@
 import os
 import pickle
 import warnings
+import weakref
 
 import numpy as np
 import torch
@@ -126,6 +127,7 @@ class Store:
         _core.check_options(self._options)  # a bad value fails here, not at binding
         self._core = None
         self._read_to = -1  # the highest plan position read in this process
+        self._close_after = weakref.WeakSet()  # see close_after
         self._handle = None
         if shared is not None and shared is not False and shared not in ("local", "cluster"):
             raise InvalidArgumentError(
@@ -366,6 +368,14 @@ class Store:
             return self.read_into
         return self._require_open().read_into
 
+    def batch_reader_async(self):
+        """batch_reader's call as a job on a thread of its own (its wait()
+        returns the codes), or None for a cluster store, whose reads wait
+        for arrivals in Python."""
+        if self._peer_reader is not None:
+            return None
+        return self._require_open().read_into_async
+
     def ram_budget(self):
         """(ram_items, False) when the store's RAM is counted in items, else
         (ram bytes, True): the budget given, before a cluster store adds room
@@ -484,8 +494,17 @@ class Store:
         if self._core is not None and self._core.is_owner():
             self._core.flush()
 
+    def close_after(self, reader):
+        """close() first calls reader.wait(), which returns once no call of
+        the reader's threads into this store is in progress (the store's
+        Close needs none): opt4store.DataLoader's read-ahead. Holds the
+        reader weakly."""
+        self._close_after.add(reader)
+
     def close(self):
         """Flushes, saves the cursor and releases the store. Idempotent."""
+        for reader in list(self._close_after):
+            reader.wait()
         if self._cluster is not None and self._core is not None and not self._core.closed:
             self._cluster.close()  # serves the peers until they are done
         if self._sharing is not None:
@@ -516,6 +535,7 @@ class Store:
         self._cluster = None
         self._peer_reader = state.get("peer_reader")
         self._read_to = -1
+        self._close_after = weakref.WeakSet()
         self._core = _core.Store.attach(self._handle)
 
     def __repr__(self):
