@@ -193,6 +193,17 @@ py::array_t<int8_t> ReadInto(Store* store, const PositionArray& positions, const
   return job.Wait();
 }
 
+std::unique_ptr<ReadIntoJob> StartReadInto(Store* store, const PositionArray& positions,
+                                           const IdArray& ids, const IdArray& rows,
+                                           const std::string& meta, uint64_t payload_bytes,
+                                           const std::vector<uint64_t>& offsets,
+                                           const std::vector<at::Tensor>& leaves) {
+  auto job = std::make_unique<ReadIntoJob>(store, positions, ids, rows, meta, payload_bytes,
+                                           offsets, leaves);
+  job->Start();
+  return job;
+}
+
 void PutRows(Store* store, const PositionArray& positions, const IdArray& ids,
              const IdArray& rows, const std::string& meta, uint64_t payload_bytes,
              const std::vector<uint64_t>& offsets, const std::vector<at::Tensor>& leaves) {

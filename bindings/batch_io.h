@@ -87,6 +87,13 @@ class ReadIntoJob {
   std::thread thread_;
 };
 
+// A ReadIntoJob started on its thread (Store.read_into_async).
+std::unique_ptr<ReadIntoJob> StartReadInto(Store* store, const PositionArray& positions,
+                                           const IdArray& ids, const IdArray& rows,
+                                           const std::string& meta, uint64_t payload_bytes,
+                                           const std::vector<uint64_t>& offsets,
+                                           const std::vector<at::Tensor>& leaves);
+
 // Store::Locate: 0 a miss, 1 in the RAM tier, 2 on the disk tier.
 pybind11::array_t<uint8_t> LocateIds(Store* store, const IdArray& ids);
 

@@ -450,6 +450,18 @@ uint64_t ParseSizeText(const std::string& text, const std::string& name) {
   return bytes;
 }
 
+// A method of Store over batch_io.h's row calls (read_into, read_into_async,
+// put_rows), which take the same arguments.
+template <typename Call>
+auto RowsCall(Call call) {
+  return [call](PyStore& self, const PositionArray& positions,
+                const IdArray& ids, const IdArray& rows, py::bytes meta,
+                uint64_t payload_bytes, const std::vector<uint64_t>& offsets,
+                const std::vector<at::Tensor>& leaves) {
+    return call(self.Checked(), positions, ids, rows, meta, payload_bytes, offsets, leaves);
+  };
+}
+
 }  // namespace
 }  // namespace opt4store
 
@@ -497,41 +509,15 @@ PYBIND11_MODULE(_core, m) {
             return opt4store::GetBatchValues(self.Checked(), positions, ids);
           },
           py::arg("positions"), py::arg("indices"))
-      .def(
-          "read_into",
-          [](PyStore& self, const opt4store::PositionArray& positions,
-             const opt4store::IdArray& ids, const opt4store::IdArray& rows, py::bytes meta,
-             uint64_t payload_bytes, const std::vector<uint64_t>& offsets,
-             const std::vector<at::Tensor>& leaves) {
-            return opt4store::ReadInto(self.Checked(), positions, ids, rows, meta, payload_bytes,
-                                       offsets, leaves);
-          },
-          py::arg("positions"), py::arg("indices"), py::arg("rows"), py::arg("meta"),
-          py::arg("payload_bytes"), py::arg("offsets"), py::arg("leaves"))
-      .def(
-          "read_into_async",
-          [](PyStore& self, const opt4store::PositionArray& positions,
-             const opt4store::IdArray& ids, const opt4store::IdArray& rows, py::bytes meta,
-             uint64_t payload_bytes, const std::vector<uint64_t>& offsets,
-             const std::vector<at::Tensor>& leaves) {
-            auto job = std::make_unique<opt4store::ReadIntoJob>(
-                self.Checked(), positions, ids, rows, meta, payload_bytes, offsets, leaves);
-            job->Start();
-            return job;
-          },
-          py::arg("positions"), py::arg("indices"), py::arg("rows"), py::arg("meta"),
-          py::arg("payload_bytes"), py::arg("offsets"), py::arg("leaves"))
-      .def(
-          "put_rows",
-          [](PyStore& self, const opt4store::PositionArray& positions,
-             const opt4store::IdArray& ids, const opt4store::IdArray& rows, py::bytes meta,
-             uint64_t payload_bytes, const std::vector<uint64_t>& offsets,
-             const std::vector<at::Tensor>& leaves) {
-            opt4store::PutRows(self.Checked(), positions, ids, rows, meta, payload_bytes, offsets,
-                               leaves);
-          },
-          py::arg("positions"), py::arg("indices"), py::arg("rows"), py::arg("meta"),
-          py::arg("payload_bytes"), py::arg("offsets"), py::arg("leaves"))
+      .def("read_into", opt4store::RowsCall(&opt4store::ReadInto), py::arg("positions"), py::arg("indices"),
+           py::arg("rows"), py::arg("meta"), py::arg("payload_bytes"), py::arg("offsets"),
+           py::arg("leaves"))
+      .def("read_into_async", opt4store::RowsCall(&opt4store::StartReadInto), py::arg("positions"),
+           py::arg("indices"), py::arg("rows"), py::arg("meta"), py::arg("payload_bytes"),
+           py::arg("offsets"), py::arg("leaves"))
+      .def("put_rows", opt4store::RowsCall(&opt4store::PutRows), py::arg("positions"), py::arg("indices"),
+           py::arg("rows"), py::arg("meta"), py::arg("payload_bytes"), py::arg("offsets"),
+           py::arg("leaves"))
       .def(
           "locate",
           [](PyStore& self, const opt4store::IdArray& ids) {
