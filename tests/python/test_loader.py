@@ -451,6 +451,28 @@ def test_read_ahead_of_hits_ends_with_its_epoch(tmp_path, num_workers):
     store.close()
 
 
+def test_a_fork_inside_the_loop_waits_for_the_read_ahead(tmp_path):
+    """A process forked while a batch is read ahead (a validation loader's
+    workers started inside the training loop) is forked once the read is
+    done, so the child inherits no lock held inside the store."""
+    store, sampler, ds = cached(tmp_path, "s", pair_sample, epochs=2, ram_items=N)
+    spy = _ReadAheadSpy(store)
+    loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=4)
+    list(loader)
+    forked = 0
+    for k, batch in enumerate(loader):
+        time.sleep(0.002)
+        if k >= 2 and spy.in_flight():
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+            assert spy.in_flight() == 0  # the fork waited for the read
+            forked += 1
+    assert forked > 0
+    store.close()
+
+
 def test_a_loop_that_takes_no_time_reads_no_batch_ahead(tmp_path):
     store, sampler, ds = cached(tmp_path, "s", pair_sample, epochs=2, ram_items=N)
     spy = _ReadAheadSpy(store)
