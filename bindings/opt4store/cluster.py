@@ -481,7 +481,7 @@ class ClusterSharing:
         if owner:
             self.peer = ClusterPeer(store, core, self.plan, group, rank, local_world,
                                     state_box["state"], source, self.peer_timeout, self.batch,
-                                    self.plan.resume_position(resume) if resume else 0,
+                                    self.plan.resume_position(resume),
                                     sampler.epoch_length, budget)
             self.peer.start()
             # A process that exits without Store.close() still says goodbye
@@ -496,7 +496,7 @@ class ClusterSharing:
         and arrivals for that read, passing the own reads before it that
         fall among them."""
         plan = self.plan
-        core.set_plan([plan.store_ids], len(plan), plan.resume_position(read) if read else 0,
+        core.set_plan([plan.store_ids], len(plan), plan.resume_position(read),
                       0, 0)
         for position in plan.passed_own_positions(read).tolist():
             core.mark_consumed(position, int(plan.store_ids[position]))
@@ -506,7 +506,7 @@ class ClusterSharing:
         after building the dataset): the store and its prefetcher start
         again at own read `read`."""
         self._plan_core(core, read)
-        self.peer.skip_to(self.plan.resume_position(read) if read else 0)
+        self.peer.skip_to(self.plan.resume_position(read))
 
     def close(self):
         if self.peer is not None:

@@ -501,7 +501,7 @@ class DataLoader:
                     _batch_layout.copy_rows(leaf, written, src)
             self._job_list.done(number)
         else:
-            leaves = self._idle_slot(layout, rows, filler, pin) or layout.empty(rows, pin)
+            leaves = self._free_leaves(layout, rows, filler)
         first_read = first is not None and ds.transform is None
         if first_read and not layout.write_row(leaves, 0, first):
             other[0] = first
@@ -549,8 +549,8 @@ class DataLoader:
         """Starts the read of batch `number`, all hits as located, in the
         read-ahead thread, into tensors taken here."""
         (positions, indices), layout = batch, self._layout
-        rows, pin = len(indices), self.pin_memory and torch.cuda.is_available()
-        leaves = self._idle_slot(layout, rows, None, pin) or layout.empty(rows, pin)
+        rows = len(indices)
+        leaves = self._free_leaves(layout, rows, None)
         ahead.start(number, leaves, read_async, positions, indices, self._every_row(rows),
                     layout.meta, layout.payload_bytes, layout.offsets, leaves)
 
@@ -560,17 +560,17 @@ class DataLoader:
             self._every[rows] = np.arange(rows)
         return self._every[rows]
 
-    def _idle_slot(self, layout, rows, filler, pin):
-        """With no workers running, a batch with no job is read into a free
-        shared slot (paged in by an earlier epoch's workers) rather than into
-        a new pool batch, which would page-fault every byte once."""
-        if filler is not None or pin:
-            return None
-        slots = self._slots if self._slots is not None else \
-            _batch_layout.slots_for(layout, self._batch_rows())
-        if slots is None or slots.layout.meta != layout.meta:
-            return None
-        return slots.borrow(rows)
+    def _free_leaves(self, layout, rows, filler):
+        """Tensors for a batch no job fills: with no workers running, a free
+        shared slot (paged in already) rather than a page-faulting new one."""
+        pin = self.pin_memory and torch.cuda.is_available()
+        leaves = None
+        if filler is None and not pin:
+            slots = self._slots if self._slots is not None else \
+                _batch_layout.slots_for(layout, self._batch_rows())
+            if slots is not None and slots.layout.meta == layout.meta:
+                leaves = slots.borrow(rows)
+        return leaves if leaves is not None else layout.empty(rows, pin)
 
     def _collate_rows(self, leaves, layout, other, positions, indices):
         """A batch with rows of another layout: every row as a value, collated."""
