@@ -76,7 +76,7 @@ class Heirs:
         hosts, lost = self.plan.hosts, len(self.lost_from)
         capacity = -(-units * lost // max(1, hosts - lost))  # the lost budgets, shared
         uses = inherited_uses(self.plan.orders, self.plan.host, hosts, self.plan.local_world,
-                              self.lost_at, self.epoch_length)
+                              self.lost_at)
         self.items.replan(uses, capacity, by_bytes)
         return since
 
@@ -106,7 +106,7 @@ class Heirs:
         first home is lost, asked of this host as its new home; raises when
         this host does not see itself as that (the requester then loads the
         item from the source)."""
-        item = int(self.plan.orders[rank, read])
+        item = self.plan.orders.read(rank, read)
         if not self.inherits(item, read):
             raise InvalidArgumentError(f"rank {rank}'s read {read} is not served here")
         return self.items.take(item, read, floor)

@@ -54,20 +54,19 @@ def home_of(ids, hosts, lost=()):
     return result
 
 
-def inherited_uses(orders, host, hosts, local_world, lost_at, epoch_length):
-    """{item: sorted read steps}: the reads by live ranks, epoch by epoch,
-    of items that host `host` is the new home of (home_of with the hosts
-    lost_at(epoch) lists) and was not the first home of: its own reads and
-    those it serves."""
-    orders = np.asarray(orders, dtype=np.int64)
-    world, reads = orders.shape
-    rank_host = np.arange(world) // local_world
+def inherited_uses(orders, host, hosts, local_world, lost_at):
+    """{item: sorted read steps}: the reads by live ranks (RankOrders),
+    epoch by epoch, of items that host `host` is the new home of (home_of
+    with the hosts lost_at(epoch) lists) and was not the first home of: its
+    own reads and those it serves."""
+    rank_host = np.arange(orders.world) // local_world
+    epoch_length = orders.epoch_length
     uses = {}
-    for epoch in range(reads // max(1, epoch_length)):
+    for epoch in range(orders.epochs):
         lost = sorted(lost_at(epoch))
         if not lost:
             continue
-        part = orders[:, epoch * epoch_length:(epoch + 1) * epoch_length]
+        part = orders.epoch(epoch)
         mine = (home_of(part, hosts, lost) == host) & (part % hosts != host) & \
             ~np.isin(rank_host, lost)[:, None]
         _, step = np.nonzero(mine)
@@ -78,83 +77,210 @@ def inherited_uses(orders, host, hosts, local_world, lost_at, epoch_length):
     return uses
 
 
+class RankOrders:
+    """Every rank's reads, an epoch at a time: epoch(e) is int64 [world,
+    epoch_length], rank r's reads of epoch e. Nothing of the whole run is
+    held: an epoch is computed again when asked (from the
+    DistributedSampler's seed), and the last two asked are kept (hosts near
+    an epoch's end ask of two). Thread-safe."""
+
+    def __init__(self, epoch_of, world, epochs, epoch_length):
+        self._epoch_of = epoch_of
+        self.world, self.epochs, self.epoch_length = world, epochs, epoch_length
+        self.reads = epochs * epoch_length
+        self._kept = {}
+
+    @classmethod
+    def of_array(cls, orders, epoch_length=None):
+        """Over int64 [world, reads] held whole (tests, small runs)."""
+        orders = np.asarray(orders, dtype=np.int64)
+        world, reads = orders.shape
+        length = epoch_length or reads or 1
+        return cls(lambda e: orders[:, e * length:(e + 1) * length], world,
+                   reads // length if reads else 0, length)
+
+    def epoch(self, e):
+        kept = self._kept
+        part = kept.get(e)
+        if part is None:
+            part = np.asarray(self._epoch_of(e), dtype=np.int64)
+            kept = {k: v for k, v in list(kept.items())[-1:]}
+            kept[e] = part
+            self._kept = kept
+        return part
+
+    def whole(self):
+        """int64 [world, reads]: the whole run at once (tests, small runs)."""
+        return np.concatenate([self.epoch(e) for e in range(self.epochs)], axis=1) \
+            if self.epochs else np.empty((self.world, 0), np.int64)
+
+    def read(self, rank, read):
+        """The item rank `rank` reads at its read `read`."""
+        return int(self.epoch(read // self.epoch_length)[rank, read % self.epoch_length])
+
+
+class _Columns:
+    """int64 columns filled in order, up to a bound: np.empty reserves the
+    bound, and only the pages written take memory (joining a list of
+    chunks at the end would hold the plan twice)."""
+
+    def __init__(self, bound, count):
+        self._arrays = [np.empty(bound, np.int64) for _ in range(count)]
+        self._size = 0
+
+    def add(self, *columns):
+        end = self._size + len(columns[0])
+        for array, column in zip(self._arrays, columns):
+            array[self._size:end] = column
+        self._size = end
+
+    def done(self):
+        return [array[:self._size] for array in self._arrays]
+
+
 class HostPlan:
-    """Host `host`'s plan from `orders` (int64 [world, reads]: rank r's reads,
-    every epoch one after another, of a dataset of dataset_size items),
+    """Host `host`'s plan from every rank's reads (`orders`: a RankOrders,
+    or int64 [world, reads] held whole) of a dataset of dataset_size items,
     local_world ranks a host (global rank = host * local_world + local
     rank), arrivals and serves `window` reads ahead of the read they are
     for.
 
-    ids             the plan by item (int64)
-    store_ids       the store's plan: ids, with dataset_size + k for the
-                    k-th arrival and its read
+    It is built an epoch at a time and keeps only what the store and its
+    peer threads look up, not every rank's order: about 13 bytes a read of
+    the cluster with 8 hosts, 23 with 4 (bindings/README.md, "DDP across
+    hosts", has the measured figures).
+
+    store_ids       the store's plan: each position's item, or
+                    dataset_size + k for the k-th arrival and its read
     store_size      the store's dataset size: dataset_size + arrivals
     own_positions   int64 [local_world, reads]: each own read's position
     arrivals        (position, read position, id, home, rank, read index) of
                     each own read of another host's item, by position
-    serve_position  int64 [world, reads]: the position at which this host
-                    serves rank r's read i, -1 where it does not
-    serve_rank      int32 per position: the rank served there, else -1
-    steps           int64 per position: the lockstep step it is planned at
+    item_at, step_at, serve_position, serve_positions, served_rank: the
+                    lookups by position, and of the serves (a read of
+                    another host this host serves)
     """
 
     def __init__(self, orders, host, hosts, local_world, window, dataset_size):
-        orders = np.asarray(orders, dtype=np.int64)
-        world, reads = orders.shape
+        if not isinstance(orders, RankOrders):
+            orders = RankOrders.of_array(orders)
+        world, reads = orders.world, orders.reads
         if world != hosts * local_world:
             raise ValueError(f"{world} ranks are not {hosts} hosts of {local_world}")
         self.host, self.hosts, self.local_world, self.window = host, hosts, local_world, window
-        self.reads = reads
-        self.orders = orders  # every rank's reads: a new home serves by them (home_of)
-        homes = orders % hosts
-        rank_host = np.arange(world) // local_world
-        local = rank_host == host
-        step = np.broadcast_to(np.arange(reads, dtype=np.int64), (world, reads))
-        rank = np.broadcast_to(np.arange(world, dtype=np.int64)[:, None], (world, reads))
-        own = np.broadcast_to(local[:, None], (world, reads))
-        arrival = own & (homes != host)
-        serve = ~own & (homes == host)
-        kinds = [(SERVE, serve, -window), (ARRIVAL, arrival, -window), (OWN, own, 0)]
+        self.reads, self.dataset_size = reads, dataset_size
+        self.orders = orders  # a new home serves by them (Heirs)
+        self.own_positions = np.full((local_world, reads), -1, np.int64)
+        arrival_of = np.full((local_world, reads), -1, np.int64)  # own read -> its arrival
+        # events planned at each step (from -window): positions by step
+        per_step = np.zeros(reads + window, np.int64)
+        store_ids = _Columns(reads * (world + local_world), 1)
+        arrivals = _Columns(reads * local_world, 4)
+        serves = _Columns(reads * (world - local_world), 2)
+        pending, placed, arrived = None, 0, 0
+        for epoch in range(orders.epochs):
+            events = self._epoch_events(orders, epoch)
+            pending = events if pending is None else \
+                tuple(np.concatenate(pair) for pair in zip(pending, events))
+            # every later epoch's events come at steps from `bound` on
+            bound = (epoch + 1) * orders.epoch_length - window
+            last = epoch == orders.epochs - 1
+            now = np.ones(len(pending[0]), bool) if last else pending[1] < bound
+            kind, step, rank, read, item = (a[now] for a in pending)
+            pending = tuple(a[~now] for a in pending)
+            order = np.lexsort((rank, kind, step))
+            kind, step, rank, read, item = kind[order], step[order], rank[order], read[order], \
+                item[order]
+            positions = placed + np.arange(len(kind), dtype=np.int64)
+            sid = item.copy()
+            m = kind == ARRIVAL
+            k = arrived + np.arange(int(m.sum()), dtype=np.int64)
+            sid[m] = dataset_size + k
+            arrival_of[rank[m] - host * local_world, read[m]] = k
+            arrivals.add(positions[m], item[m], rank[m], read[m])
+            m = kind == OWN
+            self.own_positions[rank[m] - host * local_world, read[m]] = positions[m]
+            theirs = arrival_of[rank[m] - host * local_world, read[m]]
+            sid[np.flatnonzero(m)[theirs >= 0]] = dataset_size + theirs[theirs >= 0]
+            m = kind == SERVE
+            serves.add(positions[m], rank[m] * max(1, reads) + read[m])
+            per_step += np.bincount(step + window, minlength=reads + window)
+            store_ids.add(sid)
+            placed += len(kind)
+            arrived += len(k)
+        self.store_ids, = store_ids.done()
+        # step_start[j]: the first position planned at step j - window or later
+        self._step_start = np.concatenate(([0], np.cumsum(per_step)))
+        at, items, ranks, read_index = arrivals.done()
+        self.arrivals = (at, self.own_positions[ranks - host * local_world, read_index], items,
+                         items % hosts, ranks, read_index)
+        self.store_size = dataset_size + len(at)
+        serve_at, keys = serves.done()
+        self._serve_at, self._serve_rank = serve_at, (keys // max(1, reads)).astype(np.int32)
+        by_key = np.argsort(keys, kind="stable")
+        self._serve_keys, self._serve_at_by_key = keys[by_key], serve_at[by_key]
+
+    def _epoch_events(self, orders, epoch):
+        """(kind, step, rank, read, item) of every event for the reads of
+        `epoch`: this host's own reads, and the arrivals and serves for
+        them, `window` steps earlier."""
+        part = orders.epoch(epoch)
+        world, length = part.shape
+        first = epoch * orders.epoch_length
+        local = np.arange(world) // self.local_world == self.host
+        read = np.broadcast_to(first + np.arange(length, dtype=np.int64), (world, length))
+        rank = np.broadcast_to(np.arange(world, dtype=np.int64)[:, None], (world, length))
+        own = np.broadcast_to(local[:, None], (world, length))
+        home = part % self.hosts == self.host
         parts = []
-        for kind, mask, shift in kinds:
-            parts.append((np.full(int(mask.sum()), kind, np.int64), step[mask] + shift,
-                          rank[mask], step[mask], orders[mask]))
-        kind, event_step, event_rank, event_read, ids = (np.concatenate(c) for c in zip(*parts))
-        order = np.lexsort((event_rank, kind, event_step))
-        kind, event_rank, event_read, ids = kind[order], event_rank[order], event_read[order], \
-            ids[order]
-        self.ids = ids
-        self.steps = event_step[order]
-        positions = np.arange(len(ids), dtype=np.int64)
-        self.own_positions = np.full((world, reads), -1, np.int64)
-        self.serve_position = np.full((world, reads), -1, np.int64)
-        arrival_at = np.full((world, reads), -1, np.int64)
-        for k, table in ((OWN, self.own_positions), (SERVE, self.serve_position),
-                         (ARRIVAL, arrival_at)):
-            m = kind == k
-            table[event_rank[m], event_read[m]] = positions[m]
-        # per position: the rank whose read this host serves there, else -1
-        self.serve_rank = np.where(kind == SERVE, event_rank, -1).astype(np.int32)
-        self.own_positions = self.own_positions[local]
-        m = kind == ARRIVAL
-        r, i = event_rank[m], event_read[m]
-        self.arrivals = (positions[m], self.own_positions[r - host * local_world, i], ids[m],
-                         ids[m] % hosts, r, i)
-        self.dataset_size = dataset_size
-        self.store_size = dataset_size + len(self.arrivals[0])
-        self.store_ids = ids.copy()
-        own_ids = dataset_size + np.arange(len(self.arrivals[0]), dtype=np.int64)
-        self.store_ids[self.arrivals[0]] = own_ids
-        self.store_ids[self.arrivals[1]] = own_ids
+        for kind, mask, shift in ((SERVE, ~own & home, -self.window),
+                                  (ARRIVAL, own & ~home, -self.window), (OWN, own, 0)):
+            parts.append((np.full(int(mask.sum()), kind, np.int64), read[mask] + shift,
+                          rank[mask], read[mask], part[mask]))
+        return tuple(np.concatenate(c) for c in zip(*parts))
 
     def __len__(self):
-        return len(self.ids)
+        return len(self.store_ids)
+
+    def item_at(self, positions):
+        """The item planned at each position (int64)."""
+        sid = self.store_ids[np.asarray(positions, dtype=np.int64)]
+        arrival = sid >= self.dataset_size
+        return np.where(arrival, self.arrivals[2][np.where(arrival, sid - self.dataset_size, 0)],
+                        sid)
+
+    def step_at(self, position):
+        """The lockstep step `position` is planned at (negative: before
+        the first read)."""
+        return int(np.searchsorted(self._step_start, position, side="right")) - 1 - self.window
+
+    def serve_position(self, rank, read):
+        """Where this host serves rank `rank`'s read `read`; -1 where it
+        does not."""
+        key = rank * max(1, self.reads) + read
+        k = int(np.searchsorted(self._serve_keys, key))
+        return int(self._serve_at_by_key[k]) if k < len(self._serve_keys) and \
+            self._serve_keys[k] == key else -1
+
+    def serve_positions(self, ranks=None):
+        """(positions, ranks, reads) of the serves, by position; of the
+        ranks listed only, when given."""
+        at, rank = self._serve_at, self._serve_rank
+        keys = self._serve_keys[np.argsort(self._serve_at_by_key)]
+        mine = np.ones(len(at), bool) if ranks is None else np.isin(rank, list(ranks))
+        return at[mine], rank[mine].astype(np.int64), keys[mine] % max(1, self.reads)
+
+    def served_rank(self, position):
+        """The rank whose read this host serves at `position`, else -1."""
+        k = int(np.searchsorted(self._serve_at, position))
+        return int(self._serve_rank[k]) if k < len(self._serve_at) and \
+            self._serve_at[k] == position else -1
 
     def resume_position(self, read):
         """Where a run that resumes at every rank's read `read` (lockstep:
         the same for all) starts in this plan: the serves and arrivals for
         reads from `read` on come `window` steps before them."""
-        return int(np.searchsorted(self.steps, read - self.window))
+        return int(self._step_start[min(max(read, 0), len(self._step_start) - 1)])
 
     def passed_own_positions(self, read):
         """The own reads planned from resume_position(read) on that were
@@ -165,20 +291,18 @@ class HostPlan:
 
     def steps_span(self, steps):
         """About how many positions `steps` lockstep reads take here."""
-        return max(1, int(np.ceil(len(self.ids) / max(1, self.reads) * steps)))
+        return max(1, int(np.ceil(len(self) / max(1, self.reads) * steps)))
 
 
 def rank_orders(sampler, world, epochs, epoch_length):
-    """int64 [world, epochs * epoch_length]: every rank's reads of a
-    DistributedSampler-like `sampler` (its order follows from rank and
-    epoch), every epoch one after another."""
-    from ._epochs import rank_epoch
-    orders = np.empty((world, epochs * epoch_length), np.int64)
-    for r in range(world):
-        for e in range(epochs):
-            ids = np.asarray(rank_epoch(sampler, r, e), dtype=np.int64)
-            if len(ids) != epoch_length:
-                raise ValueError(f"rank {r}'s epoch {e} has {len(ids)} indices, not "
-                                 f"{epoch_length}: a cluster store needs equal epoch lengths")
-            orders[r, e * epoch_length:(e + 1) * epoch_length] = ids
-    return orders
+    """RankOrders of a DistributedSampler-like `sampler` (its order follows
+    from rank and epoch) with `world` ranks."""
+    from ._epochs import all_ranks_epoch
+
+    def epoch_of(e):
+        part = all_ranks_epoch(sampler, world, e)
+        if part.shape[1] != epoch_length:
+            raise ValueError(f"epoch {e} has {part.shape[1]} indices a rank, not "
+                             f"{epoch_length}: a cluster store needs equal epoch lengths")
+        return part
+    return RankOrders(epoch_of, world, epochs, epoch_length)

@@ -66,6 +66,12 @@ def _random_epoch(sampler):
 def distributed_epoch(sampler, epoch, rank):
     """DistributedSampler's order for `rank` in `epoch`, as its __iter__
     computes it."""
+    return np.ascontiguousarray(_distributed_indices(sampler, epoch)[rank::sampler.num_replicas])
+
+
+def _distributed_indices(sampler, epoch):
+    """DistributedSampler's indices of `epoch`, for every rank: rank r
+    takes every num_replicas-th from r on."""
     n = len(sampler.dataset)
     if sampler.shuffle:
         g = torch.Generator()
@@ -79,9 +85,7 @@ def distributed_epoch(sampler, epoch, rank):
         if padding > 0:
             indices = np.concatenate(
                 [indices, np.tile(indices, math.ceil(padding / len(indices)))[:padding]])
-    else:
-        indices = indices[:total]
-    return np.ascontiguousarray(indices[rank:total:sampler.num_replicas])
+    return indices[:total]
 
 
 def _iterated_epoch(sampler):
@@ -139,6 +143,18 @@ def rank_epoch(sampler, rank, epoch):
     if hasattr(other, "set_epoch"):
         other.set_epoch(epoch)
     return _iterated_epoch(other)
+
+
+def all_ranks_epoch(sampler, world, epoch):
+    """int64 [world, reads a rank]: every rank's order in `epoch` (as
+    rank_epoch gives them; DistributedSampler's permutation drawn once)."""
+    if _fast_path(sampler) == "distributed":
+        return _distributed_indices(sampler, epoch).reshape(-1, sampler.num_replicas).T
+    parts = [np.asarray(rank_epoch(sampler, r, epoch), dtype=np.int64) for r in range(world)]
+    if len({len(p) for p in parts}) > 1:
+        raise ValueError(f"the ranks' orders of epoch {epoch} have {[len(p) for p in parts]} "
+                         "indices: a cluster store needs equal epoch lengths")
+    return np.stack(parts) if parts else np.empty((0, 0), np.int64)
 
 
 class PlanWindow:

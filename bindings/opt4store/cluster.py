@@ -146,10 +146,10 @@ class ClusterPeer:
             self.state.gone[host] = 1 + since
         warnings.warn(message, RuntimeWarning, stacklevel=2)
         ranks = range(host * self.local_world, (host + 1) * self.local_world)
-        positions = self.plan.serve_position[list(ranks)].reshape(-1)
+        positions, _, _ = self.plan.serve_positions(ranks)
         frontier = self.core.reading_from()
-        positions = positions[(positions >= 0) & ((frontier == _NO_POSITION) |
-                                                  (positions >= frontier))]
+        if frontier != _NO_POSITION:
+            positions = positions[positions >= frontier]
         for position in positions.tolist():
             self.core.mark_consumed(position, int(self.plan.store_ids[position]))
 
@@ -176,8 +176,8 @@ class ClusterPeer:
     def _answer(self, peer, requests):
         metas, payloads, table = [], [], np.zeros((len(requests), 3), np.int64)
         for k, (rank, read) in enumerate(requests.tolist()):
-            position = int(self.plan.serve_position[rank, read])
-            index = int(self.plan.ids[position]) if position >= 0 else -1
+            position = self.plan.serve_position(rank, read)
+            index = int(self.plan.item_at([position])[0]) if position >= 0 else -1
             try:
                 if position < 0:
                     meta, payload = self.heirs.serve(rank, read, self._floor())
@@ -209,7 +209,7 @@ class ClusterPeer:
         """The read step of this store's frontier."""
         position = self.core.reading_from()
         position = 0 if position == _NO_POSITION else position
-        return int(self.plan.steps[min(position, len(self.plan) - 1)])
+        return self.plan.step_at(min(position, len(self.plan) - 1))
 
     def _floor(self):
         """Uses of inherited items an epoch before this store's frontier
@@ -283,7 +283,7 @@ class ClusterPeer:
         if now - self._moved_at <= self.peer_timeout or frontier == _NO_POSITION or \
                 frontier >= len(self.plan):
             return
-        rank = int(self.plan.serve_rank[frontier])
+        rank = self.plan.served_rank(frontier)
         if rank >= 0 and not self.state.gone[rank // self.local_world]:
             self.lose(rank // self.local_world,
                       f"it asked for nothing for {self.peer_timeout:g} s (peer_timeout): stalled")
