@@ -69,6 +69,7 @@ TEST_CASE("CopyHelpers in a forked child runs on the caller alone", "[copy_helpe
   std::atomic<int> total{0};
   pool.Run(16, [&](size_t) { total.fetch_add(1); });  // the helper exists in the parent
   REQUIRE(total.load() == 16);
+  // Forks beside the pool's helper thread on purpose: that is the case tested.
   opt4store_test::Child child = opt4store_test::ForkChild([&pool](int) {
     const std::thread::id me = std::this_thread::get_id();
     int elsewhere = 0;

@@ -145,25 +145,34 @@ TEST_CASE("disk crash: kill -9 at random moments loses nothing flushed, returns 
   int rounds_killed_while_running = 0;
   uint64_t recovered = 0, truncated = 0;  // what recovery had to do, over all rounds
   constexpr int kRounds = 12;
+  // Every round's child is forked here, before this process has opened the
+  // tier (a reopen leaves RocksDB's threads behind: fork_child.h), and
+  // starts when its round begins. Its loop never ends by itself; it dies
+  // with this process.
+  std::vector<opt4store_test::WaitingChild> children;
+  std::vector<uint64_t> crash_points;
+  std::vector<int> delays_ms;
   for (int round = 0; round < kRounds; ++round) {
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    const pid_t parent = getpid();
-    const pid_t child = fork();
-    REQUIRE(child >= 0);
     const uint64_t crash_point = 20 + rng() % 400;  // kExact: the write, or KB written
-    if (child == 0) {
-      opt4store_test::DieWithParent(parent);  // its loop never ends by itself
-      close(fds[0]);
-      RunChild(dir.path(), round, crash_point, fds[1]);
-    }
-    close(fds[1]);
+    crash_points.push_back(crash_point);
+    children.push_back(opt4store_test::ForkWaitingChild(
+        [&, round, crash_point](int fd, const std::string&) {
+          RunChild(dir.path(), round, crash_point, fd);
+        }));
     // Random moment: sometimes during the child's open (recovery), mostly
     // in the put / flush / compact loop. kExact rounds die by themselves.
     const Kind kind = KindOf(round);
-    const int delay_ms = kind == Kind::kExact    ? 20000
-                         : kind == Kind::kTimed ? 20 + static_cast<int>(rng() % 600)
-                                                : 20 + static_cast<int>(rng() % 250);
+    delays_ms.push_back(kind == Kind::kExact    ? 20000
+                        : kind == Kind::kTimed ? 20 + static_cast<int>(rng() % 600)
+                                               : 20 + static_cast<int>(rng() % 250));
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    const Kind kind = KindOf(round);
+    const uint64_t crash_point = crash_points[round];
+    const int delay_ms = delays_ms[round];
+    opt4store_test::WaitingChild& c = children[round];
+    REQUIRE(opt4store_test::Go(&c));
+    const pid_t child = c.pid;
     std::string reports;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(delay_ms);
     int wstatus = 0;
@@ -172,7 +181,7 @@ TEST_CASE("disk crash: kill -9 at random moments loses nothing flushed, returns 
          now = std::chrono::steady_clock::now()) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-      Drain(fds[0], &reports, static_cast<int>(std::clamp<long long>(left, 1, 50)));
+      Drain(c.fd, &reports, static_cast<int>(std::clamp<long long>(left, 1, 50)));
       died = waitpid(child, &wstatus, WNOHANG) == child;
     }
     if (!died) {
@@ -181,8 +190,8 @@ TEST_CASE("disk crash: kill -9 at random moments loses nothing flushed, returns 
     } else {
       ++rounds_died_exactly;
     }
-    Drain(fds[0], &reports, 1000);
-    close(fds[0]);
+    Drain(c.fd, &reports, 1000);
+    close(c.fd);
     INFO("round " << round << ", killed after " << delay_ms << " ms, crash point "
                   << crash_point);
     CHECK(died == (kind == Kind::kExact));

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "disk_test_util.h"
+#include "fork_child.h"
 #include "test_util.h"
 #include "tiers/disk_index.h"
 #include "engine/base/fault_injection_env.h"
@@ -232,6 +233,16 @@ TEST_CASE("disk tier: the index runs no stats dump and logs warnings only", "[di
 
 TEST_CASE("disk tier: a second opener gets Busy naming the LOCK file and the pid", "[disk]") {
   TempDir dir;
+  // Another process, forked before this one opens the tier (fork_child.h),
+  // opens it when told and reports the status.
+  opt4store_test::WaitingChild child =
+      opt4store_test::ForkWaitingChild([&](int fd, const std::string&) {
+        std::unique_ptr<DiskTier> t;
+        const Status cs = DiskTier::Open(SmallOptions(), dir.path(), &t);
+        const std::string msg = cs.ToString();
+        const ssize_t w = write(fd, msg.data(), msg.size());
+        return cs.IsBusy() && w > 0 ? 0 : 1;
+      });
   auto tier = OpenOrDie(SmallOptions(), dir.path());
   std::unique_ptr<DiskTier> second;
   Status s = DiskTier::Open(SmallOptions(), dir.path(), &second);
@@ -241,25 +252,12 @@ TEST_CASE("disk tier: a second opener gets Busy naming the LOCK file and the pid
   CHECK(second == nullptr);
 
   // Another process: Busy as well, naming this process as the holder.
-  int pipefd[2];
-  REQUIRE(pipe(pipefd) == 0);
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    close(pipefd[0]);
-    std::unique_ptr<DiskTier> t;
-    const Status cs = DiskTier::Open(SmallOptions(), dir.path(), &t);
-    const std::string msg = cs.ToString();
-    const ssize_t w = write(pipefd[1], msg.data(), msg.size());
-    _exit(cs.IsBusy() && w > 0 ? 0 : 1);
-  }
-  close(pipefd[1]);
+  REQUIRE(opt4store_test::Go(&child));
   std::string msg;
   char buf[512];
-  for (ssize_t n; (n = read(pipefd[0], buf, sizeof buf)) > 0;) msg.append(buf, n);
-  close(pipefd[0]);
-  int wstatus = 0;
-  REQUIRE(waitpid(child, &wstatus, 0) == child);
+  for (ssize_t n; (n = read(child.fd, buf, sizeof buf)) > 0;) msg.append(buf, n);
+  close(child.fd);
+  const int wstatus = opt4store_test::Reap(child.pid);
   INFO(msg);
   CHECK(WIFEXITED(wstatus));
   CHECK(WEXITSTATUS(wstatus) == 0);

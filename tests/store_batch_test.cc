@@ -20,14 +20,15 @@
 namespace opt4store {
 namespace {
 
-using opt4store_test::Child;
-using opt4store_test::ForkChild;
+using opt4store_test::ForkWaitingChild;
+using opt4store_test::Go;
 using opt4store_test::Reap;
 using opt4store_test::SampleMeta;
 using opt4store_test::SamplePayload;
 using opt4store_test::ScratchStore;
 using opt4store_test::ShufflePlan;
 using opt4store_test::ValueShape;
+using opt4store_test::WaitingChild;
 
 constexpr uint64_t kMiB = 1024 * 1024;
 
@@ -123,15 +124,20 @@ TEST_CASE("WaitForPuts: Locate then sees every value a forked worker put", "[sto
   ScratchStore scratch;
   const uint64_t n = 300;
   const ValueShape shape{4000, 0};
-  auto store = OpenStore(scratch, n, 0, n);
-  REQUIRE(store->WaitForPuts(0).ok());  // nothing queued
-  Child worker = ForkChild([&](int fd) {
+  // The worker is forked before the owner opens its store (fork_child.h)
+  // and joins with the handle it is sent.
+  WaitingChild worker = ForkWaitingChild([&](int fd, const std::string& handle) {
+    std::unique_ptr<Store> store;
+    if (!Store::Attach(handle, &store).ok()) return 4;
     for (ItemId id = 0; id < n; ++id) {
       if (!store->Put(kNoPosition, id, SampleMeta(id), SamplePayload(id, shape)).ok()) return 2;
     }
     const char done = 1;
     return write(fd, &done, 1) == 1 ? 0 : 3;
   });
+  auto store = OpenStore(scratch, n, 0, n);
+  REQUIRE(store->WaitForPuts(0).ok());  // nothing queued
+  REQUIRE(Go(&worker, store->handle()));
   char done = 0;
   REQUIRE(read(worker.fd, &done, 1) == 1);
   REQUIRE(WEXITSTATUS(Reap(worker.pid)) == 0);

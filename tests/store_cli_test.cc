@@ -512,6 +512,9 @@ TEST_CASE("kill -9 during import: the store reopens, verifies, and holds exact b
   // Killed after various delays: early, mid-import, maybe after it ended.
   for (int delay_ms : {15, 60, 150}) {
     INFO("killed after " << delay_ms << " ms");
+    // Built before the fork: the child only makes async-signal-safe calls
+    // before exec (the store reopened below leaves RocksDB's threads here).
+    const std::string from = dir.File("many");
     const pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {
@@ -520,7 +523,6 @@ TEST_CASE("kill -9 during import: the store reopens, verifies, and holds exact b
         dup2(null_fd, STDOUT_FILENO);
         dup2(null_fd, STDERR_FILENO);
       }
-      const std::string from = dir.File("many");
       execl(OPT4STORE_CLI, OPT4STORE_CLI, "import", store.c_str(), "--from", from.c_str(),
             static_cast<char*>(nullptr));
       _exit(127);

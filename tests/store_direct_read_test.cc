@@ -3,7 +3,7 @@
 //   - ReadRecordAt returns exactly the bytes put, at the place Locate gives;
 //     a place out of date (compacted away, another version, another id, a
 //     torn pair of words) is NotFound or Corruption, never another value;
-//   - a forked reader gets only right values while the owner evicts and
+//   - a reader process gets only right values while the owner evicts and
 //     compacts under it, and most of its disk hits are its own reads;
 //   - a record damaged on disk is caught by its CRC in the reader: a miss,
 //     and the owner drops it.
@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "disk_test_util.h"
@@ -32,7 +31,8 @@ namespace {
 
 using opt4store_test::Child;
 using opt4store_test::FlipByte;
-using opt4store_test::ForkChild;
+using opt4store_test::ForkWaitingChild;
+using opt4store_test::Go;
 using opt4store_test::IsSample;
 using opt4store_test::ReadSegmentRecords;
 using opt4store_test::ReadTally;
@@ -45,6 +45,7 @@ using opt4store_test::TempDir;
 using opt4store_test::TestMeta;
 using opt4store_test::TestPayload;
 using opt4store_test::ValueShape;
+using opt4store_test::WaitingChild;
 
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;
@@ -236,14 +237,11 @@ TEST_CASE(
   o.dataset_size = n;
   o.ram = 1 * kMiB;   // holds little: most hits are disk hits
   o.disk = 3 * kMiB;  // far less than the 500 items: Puts evict and compact
-  auto store = OpenStore(o, scratch.path());
-  for (ItemId id = 0; id < 100; ++id) {
-    REQUIRE(store->Put(kNoPosition, id, SampleMeta(id), SamplePayload(id, shape)).ok());
-  }
-  REQUIRE(store->Flush().ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // fork while the owner idles
-
-  const Child reader = ForkChild([&](int fd) {
+  // The reader is forked before the owner opens its store (fork_child.h);
+  // it joins with the handle it is sent once the first 100 are on disk.
+  WaitingChild reader = ForkWaitingChild([&](int fd, const std::string& handle) {
+    std::unique_ptr<Store> store;
+    if (!Store::Attach(handle, &store).ok()) return 3;
     ReadTally t;
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     while (std::chrono::steady_clock::now() < end) {
@@ -253,6 +251,12 @@ TEST_CASE(
     (void)store->Close();
     return t.wrong > 0 ? 1 : t.errors > 0 ? 2 : 0;
   });
+  auto store = OpenStore(o, scratch.path());
+  for (ItemId id = 0; id < 100; ++id) {
+    REQUIRE(store->Put(kNoPosition, id, SampleMeta(id), SamplePayload(id, shape)).ok());
+  }
+  REQUIRE(store->Flush().ok());
+  REQUIRE(Go(&reader, store->handle()));
   // The owner writes on: each Put past the budget evicts, and dead space
   // is compacted; Compact() moves what is left in sparse segments.
   for (ItemId id = 100; id < n; ++id) {
@@ -292,6 +296,17 @@ TEST_CASE("Store: a record damaged on disk is a miss for a reader, and the owner
   o.dataset_size = n;
   o.ram = 1 * kMiB;
   o.disk = 64 * kMiB;
+  // Forked before the owner opens its store (fork_child.h); it joins with
+  // the handle it is sent once a record is damaged.
+  WaitingChild reader = ForkWaitingChild([&](int fd, const std::string& handle) {
+    std::unique_ptr<Store> store;
+    if (!Store::Attach(handle, &store).ok()) return 3;
+    ReadTally t;
+    for (ItemId id = 0; id < n; ++id) ReadId(store.get(), id, shape, &t);
+    SendTally(fd, t);
+    (void)store->Close();
+    return 0;
+  });
   auto store = OpenStore(o, scratch.path());
   for (ItemId id = 0; id < n; ++id) {
     REQUIRE(store->Put(kNoPosition, id, SampleMeta(id), SamplePayload(id, shape)).ok());
@@ -317,14 +332,7 @@ TEST_CASE("Store: a record damaged on disk is a miss for a reader, and the owner
     }
   }
   REQUIRE(damaged);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const Child reader = ForkChild([&](int fd) {
-    ReadTally t;
-    for (ItemId id = 0; id < n; ++id) ReadId(store.get(), id, shape, &t);
-    SendTally(fd, t);
-    (void)store->Close();
-    return 0;
-  });
+  REQUIRE(Go(&reader, store->handle()));
   const ReadTally t = Collect(reader);
   const StoreStats st = store->Stats();
   INFO("reader: " << t.ToString() << "; hits_disk_direct " << st.hits_disk_direct

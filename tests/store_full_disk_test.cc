@@ -34,16 +34,17 @@
 namespace opt4store {
 namespace {
 
-using opt4store_test::Child;
 using opt4store_test::Cli;
 using opt4store_test::CliResult;
-using opt4store_test::ForkChild;
+using opt4store_test::ForkWaitingChild;
+using opt4store_test::Go;
 using opt4store_test::IsSample;
 using opt4store_test::Reap;
 using opt4store_test::SampleMeta;
 using opt4store_test::SamplePayload;
 using opt4store_test::ScratchStore;
 using opt4store_test::ValueShape;
+using opt4store_test::WaitingChild;
 
 // A tmpfs of `mib` MiB mounted at `dir` in this process's own mount
 // namespace, unmounted on destruction. ok() is false, with why(), where
@@ -180,6 +181,15 @@ TEST_CASE("full disk: writes stop with NoSpace, the store keeps serving, reopens
   const std::string path = disk.File("store");
   const StoreOptions o = FullDiskOptions(scratch);
   std::set<ItemId> stored;  // the ids whose Put returned OK
+  // A worker of the owner in step 2, forked before the owner opens its
+  // store (fork_child.h); it joins with the handle it is sent.
+  WaitingChild worker = ForkWaitingChild([&](int fd, const std::string& handle) {
+    std::unique_ptr<Store> store;
+    if (!Store::Attach(handle, &store).ok()) return 4;
+    const Status s = PutSample(store.get(), kItems - 1);
+    const int code = static_cast<int>(s.code());
+    return write(fd, &code, sizeof code) == sizeof code ? 0 : 3;
+  });
 
   // 1. A store with 200 values on disk; then the user's other files fill it.
   {
@@ -194,11 +204,7 @@ TEST_CASE("full disk: writes stop with NoSpace, the store keeps serving, reopens
     // 2. Writes stop with NoSpace; what the store holds is still served.
     // A worker's Put (sync="every": it waits for the owner's write) says
     // NoSpace too.
-    Child worker = ForkChild([&](int fd) {
-      const Status s = PutSample(store.get(), kItems - 1);
-      const int code = static_cast<int>(s.code());
-      return write(fd, &code, sizeof code) == sizeof code ? 0 : 3;
-    });
+    REQUIRE(Go(&worker, store->handle()));
     int code = -1;
     REQUIRE(read(worker.fd, &code, sizeof code) == sizeof code);
     close(worker.fd);

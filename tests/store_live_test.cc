@@ -233,14 +233,19 @@ TEST_CASE("peer traffic counted in any process shows in Stats, the CLI, and the 
           "[store_live]") {
   TempDir dir;
   const std::string path = CreateStore(dir, 10);
+  // Another process adds to the same shared counters (a cluster host's
+  // processes all count into its store). It is forked before the owner
+  // opens the store (fork_child.h) and joins with the handle it is sent.
+  opt4store_test::WaitingChild child =
+      opt4store_test::ForkWaitingChild([](int, const std::string& handle) {
+        std::unique_ptr<Store> store;
+        if (!Store::Attach(handle, &store).ok()) return 1;
+        store->CountPeerTraffic(1, 500, 7000);
+        return 0;
+      });
   std::unique_ptr<Store> owner = MustOwnAndServe(path);
   owner->CountPeerTraffic(2, 3000, 0);
-  // A forked process adds to the same shared counters (a cluster host's
-  // processes all count into its store).
-  opt4store_test::Child child = opt4store_test::ForkChild([&](int) {
-    owner->CountPeerTraffic(1, 500, 7000);
-    return 0;
-  });
+  REQUIRE(opt4store_test::Go(&child, owner->handle()));
   const int status = opt4store_test::Reap(child.pid);
   close(child.fd);
   REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));

@@ -27,10 +27,13 @@ namespace {
 
 using opt4store_test::Child;
 using opt4store_test::ForkChild;
+using opt4store_test::ForkWaitingChild;
+using opt4store_test::Go;
 using opt4store_test::NamesNumber;
 using opt4store_test::Reap;
 using opt4store_test::ScratchStore;
 using opt4store_test::TempDir;
+using opt4store_test::WaitingChild;
 
 DiskTierOptions LockOptions() {
   DiskTierOptions o;
@@ -51,6 +54,9 @@ pid_t ReadPid(int fd) {
 // failed test leaves nothing behind for long) and waits to be killed. The
 // grandchild reports its own pid: fork() returns in the parent before the
 // child has run its fork handlers, and the test means a child that runs.
+// It must fork beside the owner's threads (the test is of what such a child
+// inherits), so the grandchild only makes async-signal-safe calls: no
+// allocation that a lock held at the fork could hang (fork_child.h).
 [[noreturn]] void ForkSleeperAndWait(int report_fd) {
   const pid_t sleeper = fork();
   if (sleeper == 0) {
@@ -89,6 +95,7 @@ TEST_CASE("LOCK: a child forked by a disk tier's owner does not hold the lock on
     std::unique_ptr<DiskTier> tier;
     if (!DiskTier::Open(LockOptions(), dir.path(), &tier).ok()) _exit(2);
     if (!tier->Put(7, "meta", "payload").ok() || !tier->Flush().ok()) _exit(2);
+    // Forks late on purpose: the test is of a child forked by a tier's owner.
     ForkSleeperAndWait(report);
   });
   const pid_t sleeper = KillOwnerKeepSleeper(owner);
@@ -119,7 +126,8 @@ TEST_CASE("LOCK: a store reopens while a worker forked by its killed owner lives
     std::unique_ptr<Store> store;
     if (!Store::Open(o, scratch.path(), &store).ok()) _exit(2);
     if (!store->Put(kNoPosition, 3, "meta", "three").ok() || !store->Flush().ok()) _exit(2);
-    // What a DataLoader does: fork a worker from the process that owns the store.
+    // What a DataLoader does: fork a worker from the process that owns the
+    // store (late on purpose: the test is of such a worker).
     ForkSleeperAndWait(report);
   });
   const pid_t sleeper = KillOwnerKeepSleeper(owner);
@@ -137,10 +145,6 @@ TEST_CASE("LOCK: a store reopens while a worker forked by its killed owner lives
 
 TEST_CASE("LOCK: Busy names the live holder, not a dead pid left in the file", "[lock][fault]") {
   TempDir dir;
-  {
-    std::unique_ptr<DiskTier> tier;
-    REQUIRE(DiskTier::Open(LockOptions(), dir.path(), &tier).ok());
-  }
   // A pid that is certainly dead: a child that has exited and been reaped.
   const Child gone = ForkChild([](int) {});
   const pid_t dead = gone.pid;
@@ -148,9 +152,10 @@ TEST_CASE("LOCK: Busy names the live holder, not a dead pid left in the file", "
   close(gone.fd);
 
   // The holder: flocks the LOCK but leaves the dead pid in it, as a process
-  // that inherited the descriptor from a dead owner would.
+  // that inherited the descriptor from a dead owner would. Forked before
+  // this process opens a tier (fork_child.h); it starts once LOCK exists.
   const std::string lock_path = dir.File("LOCK");
-  const Child holder = ForkChild([&](int report) {
+  WaitingChild holder = ForkWaitingChild([&](int report, const std::string&) {
     const int fd = open(lock_path.c_str(), O_RDWR);
     if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) _exit(2);
     const std::string text = std::to_string(dead) + "\n";
@@ -160,6 +165,11 @@ TEST_CASE("LOCK: Busy names the live holder, not a dead pid left in the file", "
     alarm(60);
     for (;;) pause();
   });
+  {
+    std::unique_ptr<DiskTier> tier;
+    REQUIRE(DiskTier::Open(LockOptions(), dir.path(), &tier).ok());
+  }
+  REQUIRE(Go(&holder));
   REQUIRE(ReadPid(holder.fd) == holder.pid);
 
   std::unique_ptr<DiskTier> tier;

@@ -44,6 +44,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using opt4store_test::Child;
 using opt4store_test::ForkChild;
+using opt4store_test::ForkWaitingChild;
+using opt4store_test::Go;
 using opt4store_test::IsSample;
 using opt4store_test::PlanIds;
 using opt4store_test::ReadPositions;
@@ -54,6 +56,7 @@ using opt4store_test::SamplePayload;
 using opt4store_test::ScratchStore;
 using opt4store_test::ShufflePlan;
 using opt4store_test::ValueShape;
+using opt4store_test::WaitingChild;
 using opt4store_test::WorkerPositions;
 
 constexpr uint64_t kKiB = 1024;
@@ -283,6 +286,7 @@ TEST_CASE(
   // Four forked readers; the owner only serves.
   ScratchStore scratch;
   auto store = OpenStore(options(scratch), scratch.path());
+  // Forks late on purpose: the test is of the Store a forked worker inherits.
   SettleOwner(store.get());
   StartGate gate;
   std::vector<Child> children;
@@ -360,12 +364,9 @@ TEST_CASE("Store: a reader that joins with Attach(handle()) reads and Puts throu
   o.ram_items = n;  // everything fits
   std::vector<ItemId> ids;
   REQUIRE(PlanIds(*o.plan, &ids).ok());
-  auto store = OpenStore(o, scratch.path());
-  const std::string handle = store->handle();
-  REQUIRE_FALSE(handle.empty());
-
-  SettleOwner(store.get());
-  Child child = ForkChild([&](int fd) {
+  // Forked before the owner opens its store (fork_child.h); it joins with
+  // the handle it is sent.
+  WaitingChild child = ForkWaitingChild([&](int fd, const std::string& handle) {
     AttachReport r;
     std::unique_ptr<Store> joined;
     const Status a = Store::Attach(handle, &joined);
@@ -382,6 +383,10 @@ TEST_CASE("Store: a reader that joins with Attach(handle()) reads and Puts throu
     if (!joined->Close().ok()) return kExitCloseFailed;
     return ExitCodeFor(r.tally);
   });
+  auto store = OpenStore(o, scratch.path());
+  const std::string handle = store->handle();
+  REQUIRE_FALSE(handle.empty());
+  REQUIRE(Go(&child, handle));
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
   AttachReport r;
   const bool got = ReadAllBefore(child.fd, &r, sizeof r, deadline);
@@ -445,14 +450,14 @@ TEST_CASE("Store: a reader killed with SIGKILL mid-reads blocks neither the othe
   std::vector<ItemId> ids;
   REQUIRE(PlanIds(*o.plan, &ids).ok());
   const uint64_t total = ids.size();
-  auto store = OpenStore(o, scratch.path());
 
-  SettleOwner(store.get());
-  StartGate gate;
-  std::vector<Child> children;
+  // The readers are forked before the owner opens its store (fork_child.h)
+  // and join with the handle they are sent.
+  std::vector<WaitingChild> children;
   for (uint64_t w = 0; w < workers; ++w) {
-    children.push_back(ForkChild([&, w](int fd) {
-      gate.Wait();
+    children.push_back(ForkWaitingChild([&, w](int fd, const std::string& handle) {
+      std::unique_ptr<Store> store;
+      if (!Store::Attach(handle, &store).ok()) return kExitAttachFailed;
       const std::vector<uint64_t> mine = WorkerPositions(total, batch, workers, w);
       ReadTally t;
       for (size_t i = 0; i < mine.size(); ++i) {
@@ -471,7 +476,8 @@ TEST_CASE("Store: a reader killed with SIGKILL mid-reads blocks neither the othe
       return ExitCodeFor(t);
     }));
   }
-  gate.Open(children.size());
+  auto store = OpenStore(o, scratch.path());
+  for (WaitingChild& child : children) REQUIRE(Go(&child, store->handle()));
   // Kill the victim once it is well into its reads.
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(90);
   char ready = 0;
@@ -556,14 +562,18 @@ TEST_CASE(
   std::vector<ItemId> ids;
   REQUIRE(PlanIds(*o.plan, &ids).ok());
 
+  // Every round's owner is forked here, before this process has opened a
+  // store (a reopen leaves RocksDB's threads behind: fork_child.h), and
+  // opens the store when its round begins.
   std::mt19937 rng(20240611);
-  uint64_t most_found = 0;
   constexpr int kRounds = 9;
+  std::vector<WaitingChild> owners;
+  std::vector<int> delays_ms;
   for (int round = 0; round < kRounds; ++round) {
     const CrashKind kind = static_cast<CrashKind>(round % 3);
-    const int delay_ms = 30 + static_cast<int>(rng() % 900);
+    delays_ms.push_back(30 + static_cast<int>(rng() % 900));
     const uint64_t child_seed = rng();
-    Child child = ForkChild([&](int) {
+    owners.push_back(ForkWaitingChild([&, kind, child_seed](int, const std::string&) {
       std::unique_ptr<Store> store;
       if (!Store::Open(o, scratch.path(), &store).ok()) return kCrashOpenFailed;
       std::mt19937_64 r(child_seed);
@@ -588,8 +598,16 @@ TEST_CASE(
           if (!c.ok() && !c.IsNoSpace()) return kCrashCompactFailed;
         }
       }
-    });
-    close(child.fd);
+    }));
+    close(owners.back().fd);
+  }
+
+  uint64_t most_found = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const CrashKind kind = static_cast<CrashKind>(round % 3);
+    const int delay_ms = delays_ms[round];
+    WaitingChild& child = owners[round];
+    REQUIRE(Go(&child));
     INFO("round " << round << " (" << CrashKindName(kind) << "), killed after " << delay_ms
                   << " ms");
     // Sleep, watching for an early death (which would be a failure).

@@ -107,48 +107,32 @@ TEST_CASE("sync=every: every acknowledged Put survives a SIGKILL right after it"
 }
 
 // A DataLoader-like worker of the owner, forked before the owner opens its
-// store (so while the process has one thread: a fork after Open copies locks
-// that the store's threads may hold, and under ASan a child then hung in
-// the allocator for ever) and attached to it by handle, as a spawned worker
-// is. Its Puts take the reader's path, as an inherited Store's do. The
-// worker runs body(store) and then waits to be killed; the owner calls
-// Attach(handle) once its store is open. Returns the worker's pid, or -1.
+// store (fork_child.h: a fork after Open copies locks that the store's
+// threads may hold, and under ASan a child then hung in the allocator for
+// ever) and attached to it by handle, as a spawned worker is. Its Puts take
+// the reader's path, as an inherited Store's do. The worker runs
+// body(store) and then waits to be killed; the owner calls Attach(store)
+// once its store is open.
 class LateWorker {
  public:
+  // Returns the worker's pid.
   template <typename Body>
   pid_t Fork(Body body) {
-    if (pipe(handle_pipe_) != 0) return -1;
-    const pid_t owner_pid = getpid();
-    const pid_t worker = fork();
-    if (worker == 0) {
-      opt4store_test::DieWithParent(owner_pid);
-      close(handle_pipe_[1]);
-      uint32_t size = 0;
-      std::string handle;
-      if (read(handle_pipe_[0], &size, sizeof size) != sizeof size) _exit(7);
-      handle.resize(size);
-      if (read(handle_pipe_[0], handle.data(), size) != static_cast<ssize_t>(size)) _exit(7);
+    child_ = opt4store_test::ForkWaitingChild([&](int, const std::string& handle) {
       std::unique_ptr<Store> store;
       if (!Store::Attach(handle, &store).ok()) _exit(8);
       body(store.get());
       for (;;) pause();  // killed with the owner
-    }
-    close(handle_pipe_[0]);
-    return worker;
+    });
+    close(child_.fd);  // the worker reports on the owner's pipes
+    return child_.pid;
   }
 
   // Sends the owner's handle; false when the worker cannot get it.
-  bool Attach(const Store& store) {
-    const std::string handle = store.handle();
-    const uint32_t size = static_cast<uint32_t>(handle.size());
-    const bool sent = write(handle_pipe_[1], &size, sizeof size) == sizeof size &&
-                      write(handle_pipe_[1], handle.data(), size) == static_cast<ssize_t>(size);
-    close(handle_pipe_[1]);
-    return sent;
-  }
+  bool Attach(const Store& store) { return opt4store_test::Go(&child_, store.handle()); }
 
  private:
-  int handle_pipe_[2] = {-1, -1};
+  opt4store_test::WaitingChild child_;
 };
 
 TEST_CASE("sync=every: a worker's acknowledged Puts survive a SIGKILL of the owner right after",
@@ -161,18 +145,15 @@ TEST_CASE("sync=every: a worker's acknowledged Puts survive a SIGKILL of the own
   // Puts through the queue and reports its pid and the count acknowledged.
   Child owner = ForkChild([&](int fd) {
     LateWorker worker;
-    if (worker.Fork([&](Store* store) {
-          ItemId acked = 0;
-          while (acked < kItems &&
-                 store->Put(kNoPosition, acked, SampleMeta(acked), SamplePayload(acked, shape))
-                     .ok()) {
-            ++acked;
-          }
-          const int64_t report[2] = {getpid(), acked};
-          if (write(fd, report, sizeof report) != sizeof report) _exit(3);
-        }) < 0) {
-      return 4;
-    }
+    worker.Fork([&](Store* store) {
+      ItemId acked = 0;
+      while (acked < kItems &&
+             store->Put(kNoPosition, acked, SampleMeta(acked), SamplePayload(acked, shape)).ok()) {
+        ++acked;
+      }
+      const int64_t report[2] = {getpid(), acked};
+      if (write(fd, report, sizeof report) != sizeof report) _exit(3);
+    });
     std::unique_ptr<Store> store;
     if (!Store::Open(o, scratch.path(), &store).ok()) return 2;
     if (!worker.Attach(*store)) return 5;
@@ -252,7 +233,6 @@ TEST_CASE("sync=every: a worker's Put after the owner closed or stopped answerin
       close(to_owner[0]);
       PutUntilRefused(store, to_owner[1], kFirst, shape);
     });
-    if (worker < 0) return 4;
     close(to_owner[1]);
     std::unique_ptr<Store> store;
     if (!Store::Open(o, scratch.path(), &store).ok()) return 2;
