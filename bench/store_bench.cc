@@ -1059,8 +1059,10 @@ int main(int argc, char** argv) {
     }
     rss.push_back(d);
   }
-  std::printf("from the code: RAM tier table 16 (shared) + handle 4 + store owner 16 (pending "
-              "lists 8, prefetch pins 4, sizes 4) = 36 B, what Stats() reports; plus the disk "
+  std::printf("from the code: RAM tier table 16 (shared) + handle 4 + control block 24 "
+              "(shared: expected position 8, record place 16) + store owner 16 (pending lists "
+              "8, prefetch pins 4, sizes 4) = 60 B, what Stats() reports (shared pages count "
+              "in RSS once touched); plus the disk "
               "index 20 B per id (+4 B heap slot per stored item), the on-disk bit; with a plan "
               "opt's state_ 8 + costs_ 8 B per id, the next-use stream's last_ 8 B per id and "
               "8 B per plan position in its window, opt's slot_id_ 4 B per ring slot; "
