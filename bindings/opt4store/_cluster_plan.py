@@ -177,20 +177,8 @@ class HostPlan:
         store_ids = _Columns(reads * (world + local_world), 1)
         arrivals = _Columns(reads * local_world, 4)
         serves = _Columns(reads * (world - local_world), 2)
-        pending, placed, arrived = None, 0, 0
-        for epoch in range(orders.epochs):
-            events = self._epoch_events(orders, epoch)
-            pending = events if pending is None else \
-                tuple(np.concatenate(pair) for pair in zip(pending, events))
-            # every later epoch's events come at steps from `bound` on
-            bound = (epoch + 1) * orders.epoch_length - window
-            last = epoch == orders.epochs - 1
-            now = np.ones(len(pending[0]), bool) if last else pending[1] < bound
-            kind, step, rank, read, item = (a[now] for a in pending)
-            pending = tuple(a[~now] for a in pending)
-            order = np.lexsort((rank, kind, step))
-            kind, step, rank, read, item = kind[order], step[order], rank[order], read[order], \
-                item[order]
+        placed, arrived = 0, 0
+        for kind, step, rank, read, item in self._in_order(orders):
             positions = placed + np.arange(len(kind), dtype=np.int64)
             sid = item.copy()
             m = kind == ARRIVAL
@@ -219,6 +207,26 @@ class HostPlan:
         self._serve_at, self._serve_rank = serve_at, (keys // max(1, reads)).astype(np.int32)
         by_key = np.argsort(keys, kind="stable")
         self._serve_keys, self._serve_at_by_key = keys[by_key], serve_at[by_key]
+
+    def _in_order(self, orders):
+        """Every event (kind, step, rank, read, item arrays), in plan order
+        (by step, kind, rank), a chunk at a time: each epoch's events are
+        sorted with those of earlier epochs that a later epoch's may
+        precede (the last `window` steps), which wait for the next chunk."""
+        pending = None
+        for epoch in range(orders.epochs):
+            events = self._epoch_events(orders, epoch)
+            pending = events if pending is None else \
+                tuple(np.concatenate(pair) for pair in zip(pending, events))
+            # every later epoch's events come at steps from `bound` on
+            bound = (epoch + 1) * orders.epoch_length - self.window
+            last = epoch == orders.epochs - 1
+            now = np.ones(len(pending[0]), bool) if last else pending[1] < bound
+            chunk = tuple(a[now] for a in pending)
+            pending = tuple(a[~now] for a in pending)
+            kind, step, rank = chunk[:3]
+            order = np.lexsort((rank, kind, step))
+            yield tuple(a[order] for a in chunk)
 
     def _epoch_events(self, orders, epoch):
         """(kind, step, rank, read, item) of every event for the reads of
