@@ -209,6 +209,59 @@ TEST_CASE("a skipped position is not waited for", "[store_batch]") {
   REQUIRE(store->Close().ok());
 }
 
+TEST_CASE("a new epoch's reader waits for Puts of the last epoch the owner has not taken",
+          "[store_batch]") {
+  // A worker reads and Puts all of epoch 1, then reads epoch 2 at once, as
+  // a new epoch's workers do while the owner still takes the last epoch's
+  // Puts (large ones here, so the queue lags; epoch 2 reads the ids put
+  // last first). Each id was read in epoch 1: its Put is on the queue, and
+  // a reader that does not wait for it loads the item from the source a
+  // second time. Before the fix: misses.
+  ScratchStore scratch;
+  const uint64_t n = 120;
+  const ValueShape big{256 * 1024, 0};
+  auto plan = std::make_shared<std::vector<ItemId>>();
+  for (uint64_t p = 0; p < 2 * n; ++p) {
+    plan->push_back(static_cast<ItemId>(p < n ? p : 2 * n - 1 - p));
+  }
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.ram_items = n;
+  o.disk = 0;
+  o.plan = PlanSpec{};
+  o.plan->kind = SamplerKind::kExplicit;
+  o.plan->ids = plan;
+  o.plan->epoch_length = n;
+  WaitingChild worker = ForkWaitingChild([&](int fd, const std::string& handle) {
+    std::unique_ptr<Store> store;
+    if (!Store::Attach(handle, &store).ok()) return 4;
+    for (uint64_t p = 0; p < n; ++p) {
+      StringSink sink;
+      const ItemId id = (*plan)[p];
+      if (!store->Get(p, id, &sink).IsNotFound()) return 2;
+      if (!store->Put(p, id, SampleMeta(id), SamplePayload(id, big)).ok()) {
+        return 3;
+      }
+    }
+    uint64_t misses = 0;
+    for (uint64_t p = n; p < 2 * n; ++p) {
+      StringSink sink;
+      misses += store->Get(p, (*plan)[p], &sink).IsNotFound();
+    }
+    return write(fd, &misses, sizeof misses) == sizeof misses ? 0 : 5;
+  });
+  std::unique_ptr<Store> store;
+  REQUIRE(Store::Open(o, scratch.path(), &store).ok());
+  REQUIRE(Go(&worker, store->handle()));
+  uint64_t misses = 1;
+  REQUIRE(read(worker.fd, &misses, sizeof misses) == sizeof misses);
+  REQUIRE(WEXITSTATUS(Reap(worker.pid)) == 0);
+  close(worker.fd);
+  CHECK(misses == 0);
+  CHECK(store->Stats().expect_timeouts == 0);
+  REQUIRE(store->Close().ok());
+}
+
 TEST_CASE("a batch does not wait for a Put its own earlier read owes", "[store_batch]") {
   // The plan reads id 0 at positions 0 and 2. One GetBatch over positions
   // 0-2 misses both: the planner expects position 0's reader to Put id 0,

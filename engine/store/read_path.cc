@@ -246,15 +246,21 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       const uint64_t version = ram_->Version(ids[i]);
       const uint64_t from = ctl_->ExpectedFrom(ids[i]);
       ItemId got = 0;
-      if (ram_->Contains(ids[i]) || from >= positions[i] ||
-          (from > 0 && ctl_->Consumed(from, &got) && got != ids[i]) ||
-          InEarlierEpoch(from, positions[i]) ||
+      const bool loader_read = from > 0 && ctl_->Consumed(from, &got);
+      if (ram_->Contains(ids[i]) || from >= positions[i] || (loader_read && got != ids[i]) ||
           std::find(positions, positions + n, from) != positions + n) {
         // Here already, no longer expected, its loader drifted to another
-        // id, its loader's epoch is over (an unread position: drop_last's
-        // tail, a loop that broke off), or its loader is a read of this
-        // batch (whose caller Puts after this call returns: waiting would
-        // wait for ourselves).
+        // id, or its loader is a read of this batch (whose caller Puts
+        // after this call returns: waiting would wait for ourselves).
+        statuses[i] = LookupRam(ids[i], sinks[i], &found);
+      } else if (InEarlierEpoch(from, positions[i])) {
+        // Its loader's epoch is over. A position never read (drop_last's
+        // tail, a loop that broke off) sends no Put. One that was read
+        // sent its Put before its epoch's workers ended, but the owner
+        // may not have taken it yet (it lags when the disk is slow, and a
+        // new epoch's workers start at once): look once it has taken every
+        // Put sent so far, a wait that ends however few Puts are queued.
+        if (loader_read) WaitForPuts(kExpectTimeoutMs).PermitUncheckedError();
         statuses[i] = LookupRam(ids[i], sinks[i], &found);
       } else {
         c.expect_waits.fetch_add(1, std::memory_order_relaxed);
