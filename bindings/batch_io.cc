@@ -52,7 +52,9 @@ std::vector<uint64_t> LeafRowBytes(const char* what, const IdArray& rows, uint64
     if (!leaf.device().is_cpu() || !leaf.is_contiguous() || leaf.dim() < 1) {
       ThrowIfError(Status::InvalidArgument(call + ": leaves must be contiguous CPU tensors"));
     }
-    row_bytes[j] = static_cast<uint64_t>(leaf.numel() / leaf.size(0)) * leaf.element_size();
+    int64_t row_elements = 1;  // a leaf of 0 rows still has a row size
+    for (int64_t d = 1; d < leaf.dim(); ++d) row_elements *= leaf.size(d);
+    row_bytes[j] = static_cast<uint64_t>(row_elements) * leaf.element_size();
     if (offsets[j] + row_bytes[j] > payload_bytes) {
       ThrowIfError(Status::InvalidArgument(call + ": a leaf reaches past the payload"));
     }

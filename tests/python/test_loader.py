@@ -246,6 +246,15 @@ def test_put_rows_stores_what_read_into_reads(tmp_path):
                        layout.offsets, leaves)
     with pytest.raises(opt4store.Error, match="past the payload"):
         store.put_rows(positions[:1], [1], [0], layout.meta, 8, layout.offsets, leaves)
+    # leaves of no rows: nothing to read or store (their row size divided
+    # numel by 0 rows, and the process died of SIGFPE)
+    empty = [leaf[:0] for leaf in leaves]
+    assert len(store.read_into([], [], [], layout.meta, layout.payload_bytes, layout.offsets,
+                               empty)) == 0
+    store.put_rows([], [], [], layout.meta, layout.payload_bytes, layout.offsets, empty)
+    with pytest.raises(opt4store.Error, match="row 0"):
+        store.read_into(positions[:1], [5], [0], layout.meta, layout.payload_bytes,
+                        layout.offsets, empty)
     store.close()
 
 
