@@ -12,6 +12,8 @@ homes, as .npy files; the other local ranks and every DataLoader worker
 map them read-only, so a host holds one plan, not one per process.
 """
 
+import errno
+import glob
 import hashlib
 import os
 import tempfile
@@ -20,6 +22,7 @@ import warnings
 
 import numpy as np
 
+from ._errors import IOError_, NoSpaceError
 from .distributed import pid_alive
 
 # The readers' part of the host plan: file suffix -> what it holds.
@@ -67,6 +70,31 @@ def write_reader_plan(path, plan, epoch_length):
         temporary = f"{path}.{name}.{os.getpid()}.tmp.npy"
         np.save(temporary, np.ascontiguousarray(array))
         os.replace(temporary, f"{path}.{name}.npy")
+
+
+def create_host_files(path, plan, epoch_length, hosts):
+    """Writes the readers' plan beside state file `path` and creates the
+    state (the owner, before any reader attaches); returns the
+    ClusterState. A folder too small for them (/dev/shm) raises
+    NoSpaceError naming the room they need, any other refusal IOError_;
+    either way no file of theirs is left behind."""
+    try:
+        write_reader_plan(path, plan, epoch_length)
+        return ClusterState(path, hosts, len(plan.arrivals[0]), create=True)
+    except OSError as e:
+        remove_files(path)
+        for name in glob.glob(f"{glob.escape(path)}*.{os.getpid()}.tmp*"):
+            os.remove(name)
+        need = plan.own_positions.nbytes + sum(a.nbytes for a in plan.arrivals[1:4]) + \
+            len(plan.arrivals[0]) * 16 + hosts * 8
+        folder = os.statvfs(os.path.dirname(path) or ".")
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT) or \
+            folder.f_bavail * folder.f_frsize < need  # numpy's short writes carry no errno
+        kind = NoSpaceError if full else IOError_
+        raise kind(f"the cluster host's plan for its readers and its state (about "
+                   f"{need / 2**20:.1f} MiB) do not fit in {os.path.dirname(path)}: "
+                   f"{e.strerror or e}. Give it more room (a container's --shm-size), or plan "
+                   "fewer epochs (PlannedSampler's epochs=)") from e
 
 
 def read_reader_plan(path):

@@ -52,8 +52,7 @@ import torch
 from . import _core, _values
 from ._cluster_heirs import Heirs
 from ._cluster_plan import HostPlan, rank_orders
-from ._cluster_reader import (ClusterReader, ClusterState, remove_orphans, state_path,
-                              write_reader_plan)
+from ._cluster_reader import ClusterReader, create_host_files, remove_orphans, state_path
 from ._errors import InvalidArgumentError
 
 _REQUEST, _BYE, _REPLY = 1, 2, 3
@@ -463,8 +462,11 @@ class ClusterSharing:
             self._plan_core(core, resume)
             path = state_path(core.handle())
             remove_orphans()
-            write_reader_plan(path, plan, sampler.epoch_length)
-            state_box["state"] = ClusterState(path, hosts, len(plan.arrivals[0]), create=True)
+            try:
+                state_box["state"] = create_host_files(path, plan, sampler.epoch_length, hosts)
+            except Exception:
+                core.close()
+                raise
             return core
 
         # The other local ranks check the store's size through the reader.

@@ -338,6 +338,31 @@ def run_child(code, *args, timeout=120):
     return json.loads(lines[-1])
 
 
+_NO_MOUNT = 77  # run_on_tmpfs's child: the tmpfs could not be mounted
+
+
+def run_on_tmpfs(mnt, size, code, *args, env=None, timeout=300):
+    """Runs code in a fresh interpreter inside a mount namespace of its own
+    (unshare -m), with a tmpfs of `size` ("16m") mounted on the directory
+    mnt (its path is the code's first argument), so the code can fill a
+    small file system for real. Skips the calling test, saying why, where
+    that is impossible (not root, no unshare(1), no mount). Returns the
+    CompletedProcess (text output)."""
+    import shutil
+    import pytest
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("mounting a small tmpfs to fill needs root and unshare(1)")
+    script = f'mount -t tmpfs -o size={size} opt4store-test "$1" || exit {_NO_MOUNT}; ' \
+        'shift && exec "$@"'
+    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+                           str(mnt), sys.executable, "-c", code, str(mnt), *map(str, args)],
+                          env=env or child_env(), capture_output=True, text=True,
+                          timeout=timeout)
+    if proc.returncode == _NO_MOUNT or proc.returncode != 0 and "unshare:" in proc.stderr:
+        pytest.skip(f"cannot mount a tmpfs in a mount namespace: {proc.stderr.strip()[-200:]}")
+    return proc
+
+
 class Point:
     """A picklable object that is neither a tensor, an array nor a structure."""
 

@@ -4,6 +4,7 @@ to the whole run sorted at once, a resumed plan's start, new homes for a
 lost host's items, and the removal of a killed host's files. The hosts
 themselves run in tests/python/test_cluster.py, whose orders these are."""
 
+import json
 import os
 import sys
 
@@ -151,3 +152,36 @@ def test_new_homes_spread_a_lost_hosts_items_and_compose():
     # the order of the losses does not matter, and every host is lost: -1
     assert np.array_equal(second, home_of(ids, hosts, [4, 2]))
     assert np.all(home_of(ids, hosts, range(hosts)) == -1)
+
+
+HOST_FILES_CHILD = r"""
+import json, os, sys
+import numpy as np
+import opt4store
+from opt4store._cluster_plan import HostPlan
+from opt4store._cluster_reader import create_host_files
+
+mnt = sys.argv[1]
+n = 64000  # 16000 own reads a host, about 1 MiB of files: more than the tmpfs holds
+orders = np.random.default_rng(3).permutation(n).reshape(4, -1)
+plan = HostPlan(orders, 1, 4, 1, 8, n)
+try:
+    create_host_files(os.path.join(mnt, "host.state"), plan, orders.shape[1], 4)
+    print(json.dumps({"error": None}))
+except opt4store.Error as e:
+    print(json.dumps({"error": type(e).__name__, "message": str(e), "left": os.listdir(mnt)}))
+"""
+
+
+def test_a_folder_too_small_for_the_host_files_says_so_and_leaves_nothing(tmp_path):
+    """/dev/shm too small for a cluster host's files: NoSpaceError naming
+    the room they need, and no file of theirs left (a real 256 KiB tmpfs)."""
+    from o4s_testlib import run_on_tmpfs
+    mnt = tmp_path / "shm"
+    mnt.mkdir()
+    proc = run_on_tmpfs(mnt, "256k", HOST_FILES_CHILD)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["error"] == "NoSpaceError", r
+    assert "MiB) do not fit in" in r["message"] and "--shm-size" in r["message"], r
+    assert r["left"] == [], r

@@ -9,12 +9,10 @@ same in C++, with more cases."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from o4s_testlib import child_env
+from o4s_testlib import child_env, run_on_tmpfs
 
 CHILD = r"""
 import json, os, subprocess, sys
@@ -93,26 +91,14 @@ def _cli():
 
 
 def test_full_disk_no_space_error_serving_reopen_and_recovery(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs to fill needs root")
-    if shutil.which("unshare") is None:
-        pytest.skip("no unshare(1) to make a mount namespace")
     cli = _cli()
     if cli is None:
         pytest.skip("the opt4store CLI is not built (OPT4STORE_BUILD_DIR)")
     mnt = tmp_path / "fs"
     mnt.mkdir()
-    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                            f"mount -t tmpfs -o size=1m opt4store-test '{mnt}'"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs in a mount namespace: {probe.stderr.strip()}")
     env = child_env()
     env["OPT4STORE_CLI"] = cli
-    script = ('mount -t tmpfs -o size=16m opt4store-test "$1" && shift && exec "$@"')
-    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
-                           str(mnt), sys.executable, "-c", CHILD, str(mnt)],
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = run_on_tmpfs(mnt, "16m", CHILD, env=env)
     assert proc.returncode == 0, f"child failed\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     assert r["refused"] > 0
@@ -160,15 +146,8 @@ def test_full_disk_with_sync_flush_does_not_abort(tmp_path):
     once a line met the full disk, aborted the process at its next line
     (found by bench/fault_campaign.py); the store's IndexInfoLog drops such
     lines instead."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("mounting a small tmpfs to fill needs root and unshare(1)")
     mnt = tmp_path / "fs"
     mnt.mkdir()
-    script = 'mount -t tmpfs -o size=16m opt4store-test "$1" && shift && exec "$@"'
-    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
-                           str(mnt), sys.executable, "-c", CHILD_FLUSH, str(mnt)],
-                          env=child_env(), capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0 and "mount" in proc.stderr and "wrong" not in proc.stdout:
-        pytest.skip(f"cannot mount a tmpfs: {proc.stderr.strip()[-200:]}")
+    proc = run_on_tmpfs(mnt, "16m", CHILD_FLUSH)
     assert proc.returncode == 0, f"child died ({proc.returncode}):\n{proc.stderr[-2000:]}"
     assert proc.stdout.strip().splitlines()[-1] == "wrong 0"
