@@ -6,10 +6,11 @@ waits for an arrival.
 
 Only the host's owner (local rank 0) builds the host plan
 (opt4store/_cluster_plan.py: from every rank's order, an epoch at a time;
-about 13 bytes a read of the cluster with 8 hosts). It writes what readers need, the own
-reads' positions of every local rank and the arrivals' reads, items and
-homes, as .npy files; the other local ranks and every DataLoader worker
-map them read-only, so a host holds one plan, not one per process.
+about 13 bytes a read of the cluster with 8 hosts). It writes what readers
+need, the own reads' positions of every local rank and the arrivals'
+reads, items and homes, as .npy files; the other local ranks and every
+DataLoader worker map them read-only, so a host holds one plan, not one
+per process.
 """
 
 import errno
