@@ -158,5 +158,6 @@ def int_array(name, values, dtype, size=None, out_of_range=OutOfRangeError):
     top = (size - 1) if size is not None else int(np.iinfo(dtype).max)
     if low < 0 or high > top:
         bad = low if low < 0 else high
-        raise out_of_range(f"{name}: {bad} is out of range (expected [0, {top}])")
+        where = f"[0, {size})" if size is not None else f"[0, {top}]"  # as check_index says
+        raise out_of_range(f"{name}: {bad} is out of range (expected {where})")
     return array.astype(dtype, copy=False)

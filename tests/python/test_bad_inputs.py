@@ -167,7 +167,8 @@ CASES = [
     ("put-index-negative", lambda c: c.store.put(0, -1, uniform_item(0)), R, "index"),
     ("put-value-unpicklable", lambda c: c.store.put(0, 0, lambda: 1), T, "value"),
     ("get_batch-lengths", lambda c: c.store.get_batch([0, 1], [0]), E, "positions"),
-    ("get_batch-index-past-end", lambda c: c.store.get_batch([0], [N]), R, "indices"),
+    ("get_batch-index-past-end", lambda c: c.store.get_batch([0], [N]), R,
+     f"indices: {N} is out of range (expected [0, {N}))"),  # the words of get's index
     ("get_batch-index-huge", lambda c: c.store.get_batch([0], [BIG]), R, "indices"),
     ("get_batch-position-negative", lambda c: c.store.get_batch([-1], [0]), R, "positions"),
     ("get_batch-position-float", lambda c: c.store.get_batch([0.5], [0]), T, "positions"),
