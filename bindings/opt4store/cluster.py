@@ -506,9 +506,12 @@ class ClusterSharing:
     def _replan(self, core, read):
         """load_state_dict after binding (most scripts load a checkpoint
         after building the dataset): the store and its prefetcher start
-        again at own read `read`."""
-        self._plan_core(core, read)
+        again at own read `read`. The prefetcher is told first: the new
+        plan moves the store's frontier far ahead, and a prefetcher that
+        saw it before its skip fetched the arrivals up to it (75 in a CI
+        run under load, where a window's 21 were allowed)."""
         self.peer.skip_to(self.plan.resume_position(read))
+        self._plan_core(core, read)
 
     def close(self):
         if self.peer is not None:
