@@ -125,6 +125,12 @@ class ClusterPeer:
         self._skip_to = position
 
     def start(self):
+        # A DataLoader worker forked beside these threads inherits any lock
+        # of the C library one of them holds then (bindings/README.md). The
+        # one a worker was seen blocked on: torch registers an exit handler
+        # the first time a process makes a shared-memory handle. Made here,
+        # before the threads start, a forked worker inherits it made.
+        torch.empty(1).share_memory_()
         for t in self._servers + self._receivers + self._senders:
             t.start()
         self._prefetcher.start()
