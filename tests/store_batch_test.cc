@@ -252,6 +252,11 @@ TEST_CASE("a new epoch's reader waits for Puts of the last epoch the owner has n
   });
   std::unique_ptr<Store> store;
   REQUIRE(Store::Open(o, scratch.path(), &store).ok());
+  // The planner steps both epochs first, so it expects each epoch-1 read to
+  // Put its id: the owner then lags only in taking the Puts, the case under
+  // test (a CI run under load started the worker before the planner ran).
+  for (int ms = 0; ms < 10000 && store->Stats().planned_positions < 2 * n; ++ms) usleep(1000);
+  REQUIRE(store->Stats().planned_positions >= 2 * n);
   REQUIRE(Go(&worker, store->handle()));
   uint64_t misses = 1;
   REQUIRE(read(worker.fd, &misses, sizeof misses) == sizeof misses);
