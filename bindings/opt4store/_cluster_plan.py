@@ -109,11 +109,6 @@ class RankOrders:
             self._kept = kept
         return part
 
-    def whole(self):
-        """int64 [world, reads]: the whole run at once (tests, small runs)."""
-        return np.concatenate([self.epoch(e) for e in range(self.epochs)], axis=1) \
-            if self.epochs else np.empty((self.world, 0), np.int64)
-
     def read(self, rank, read):
         """The item rank `rank` reads at its read `read`."""
         return int(self.epoch(read // self.epoch_length)[rank, read % self.epoch_length])

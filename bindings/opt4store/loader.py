@@ -501,7 +501,7 @@ class DataLoader:
                     _batch_layout.copy_rows(leaf, written, src)
             self._job_list.done(number)
         else:
-            leaves = self._free_leaves(layout, rows, filler)
+            leaves = self._free_leaves(layout, rows, filler, pin)
         first_read = first is not None and ds.transform is None
         if first_read and not layout.write_row(leaves, 0, first):
             other[0] = first
@@ -550,7 +550,8 @@ class DataLoader:
         read-ahead thread, into tensors taken here."""
         (positions, indices), layout = batch, self._layout
         rows = len(indices)
-        leaves = self._free_leaves(layout, rows, None)
+        leaves = self._free_leaves(layout, rows, None,
+                                   self.pin_memory and torch.cuda.is_available())
         ahead.start(number, leaves, read_async, positions, indices, self._every_row(rows),
                     layout.meta, layout.payload_bytes, layout.offsets, leaves)
 
@@ -560,10 +561,9 @@ class DataLoader:
             self._every[rows] = np.arange(rows)
         return self._every[rows]
 
-    def _free_leaves(self, layout, rows, filler):
+    def _free_leaves(self, layout, rows, filler, pin):
         """Tensors for a batch no job fills: with no workers running, a free
         shared slot (paged in already) rather than a page-faulting new one."""
-        pin = self.pin_memory and torch.cuda.is_available()
         leaves = None
         if filler is None and not pin:
             slots = self._slots if self._slots is not None else \

@@ -255,7 +255,8 @@ def cluster_orders(n=N, epochs=EPOCHS):
     dataset = list(range(n))
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=0,
                                                shuffle=True, seed=SEED)
-    return rank_orders(base, HOSTS, epochs, n // HOSTS).whole()
+    orders = rank_orders(base, HOSTS, epochs, n // HOSTS)
+    return np.concatenate([orders.epoch(e) for e in range(epochs)], axis=1)
 
 
 def room(window=WINDOW, local_world=1):
