@@ -519,14 +519,15 @@ def main():
                         [0] if args.quick else [0, 8] if name == "standard" else [8]),
             "decode_ms": decode_ms(ds)}
         print(f"{name}: dataset[i] takes {setups[name]['decode_ms']:.1f} ms a sample "
-              f"(median of {DECODE_TIMED}, one core)", flush=True)
+              f"(median of {min(DECODE_TIMED, n)}, one core)", flush=True)
 
     def setting(name):
         s = setups.get(name, {})
         return {"name": name, "mode": "quick" if args.quick else "full", "images": n,
                 "jpeg_side": 512 if name == "standard" else HEAVY_SIDE,
                 "work": STANDARD_WORK if name == "standard" else HEAVY_WORK,
-                "decode_ms_per_sample": s.get("decode_ms"), "decode_timed_items": DECODE_TIMED,
+                "decode_ms_per_sample": s.get("decode_ms"),
+                "decode_timed_items": min(DECODE_TIMED, n),
                 "sample_shape": [3, OUT, OUT], "decoded_bytes": n * 3 * OUT * OUT,
                 "ram_ratio": RAM_RATIO, "epochs": epochs, "batch": BATCH,
                 "workers": s.get("workers", []), "models": s.get("models", []),
@@ -544,7 +545,8 @@ def main():
     for model in dict.fromkeys(m for name in names for m in setups[name]["models"]):
         trainer = Trainer(model, device)
         ds = next(setups[name]["ds"] for name in names if model in setups[name]["models"])
-        batch = (torch.stack([ds[i] for i in range(BATCH)]), torch.arange(BATCH))
+        # A full batch even from fewer images than a batch (--images, tests)
+        batch = (torch.stack([ds[i % len(ds)] for i in range(BATCH)]), torch.arange(BATCH))
         trainer.warm_up(batch)
         floor = gpu_floor(trainer, batch, n)
         print(f"{model:24s} GPU floor {floor['epoch_s']:.3f} s an epoch-equivalent "

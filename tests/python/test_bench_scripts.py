@@ -1,0 +1,86 @@
+"""The scripts a user or a lent GPU machine runs first, run small here:
+bench/demo.py (what `./build.sh demo` runs) and bench/gpu_bench.py's
+harness on the CPU (what `bench/gpu_device.sh all` runs on a GPU). A GPU
+lease is short and comes rarely, so a harness broken since the last one
+must fail here, not there. Each run checks every value against a fresh
+decode; these tests check that, and that the counts say the cache did its
+work (every item decoded once, then served from the store). No timing is
+asserted: the figures are the benchmarks' business."""
+
+import json
+import os
+import subprocess
+import sys
+
+from o4s_testlib import child_env
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                     "bench")
+
+
+def run_script(name, *args, timeout=300):
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, name), *map(str, args)],
+                          env=child_env(), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, (
+        f"{name} failed (rc {proc.returncode})\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc.stdout
+
+
+def test_demo_decodes_each_image_once_and_every_sample_is_right(tmp_path):
+    images = 64
+    out = run_script("demo.py", "--images", images, "--workers", 2, "--dir", tmp_path,
+                     "--json", tmp_path / "demo.json")
+    result = json.loads((tmp_path / "demo.json").read_text())
+    assert result["wrong"] == 0, out
+    first, *later = result["per_epoch"]
+    assert first["accesses"] == images and first["source_loads"] == images
+    for epoch in later:  # the disk tier holds every item: nothing decoded again
+        assert epoch["source_loads"] == 0, result["per_epoch"]
+        assert epoch["hits_ram"] + epoch["hits_disk"] == images
+    restart = result["restart"]["stats"]  # a new process on the same store
+    assert restart["accesses"] == images and restart["source_loads"] == 0
+    assert "0 wrong" in out
+
+
+def check_gpu_bench_rows(block, epochs):
+    """Every configuration ran, checked its items, found none wrong; the
+    cached ones were measured against the floor, and opt + disk decoded
+    nothing after epoch 1."""
+    rows = 0
+    for model, by_workers in block["results"].items():
+        assert block["floor"][model]["epoch_s"] > 0
+        for workers, runs in by_workers.items():
+            for name, run in runs.items():
+                rows += 1
+                assert run["wrong"] == 0 and run["checked"] > 0, (model, workers, name)
+                assert len(run["epoch_times"]) == epochs
+                if not name.startswith("no_cache"):
+                    assert len(run["epoch_vs_floor"]) == epochs - 1
+                if name.startswith("opt_disk_prefetch"):
+                    assert [e["source_loads"] for e in run["per_epoch"][1:]] == \
+                        [0] * (epochs - 1), (model, workers, name, run["per_epoch"])
+    return rows
+
+
+def test_gpu_bench_harness_runs_on_the_cpu(tmp_path):
+    json_path = tmp_path / "standard.json"
+    run_script("gpu_bench.py", "--quick", "--device", "cpu", "--models", "tiny",
+               "--workers", "0,2", "--images", 32, "--dir", tmp_path, "--json", json_path)
+    result = json.loads(json_path.read_text())
+    assert result["wrong"] == 0
+    # 3 configurations x 3 transfers, less no_cache's loader, for each worker count
+    assert check_gpu_bench_rows(result, 2) == 2 * 8
+    assert result["ratios"]
+    # The heavy setting's source (1024 px JPEGs, PIL filters) in one row,
+    # and --merge joins the two runs as the report reads them.
+    heavy_path = tmp_path / "heavy.json"
+    run_script("gpu_bench.py", "--heavy", "--device", "cpu", "--models", "tiny",
+               "--workers", 0, "--images", 8, "--epochs", 2, "--configs", "opt_disk_prefetch",
+               "--transfers", "loader", "--dir", tmp_path, "--json", heavy_path)
+    merged_path = tmp_path / "merged.json"
+    run_script("gpu_bench.py", "--merge", json_path, heavy_path, "--json", merged_path,
+               "--note", "test")
+    merged = json.loads(merged_path.read_text())
+    assert merged["wrong"] == 0
+    assert check_gpu_bench_rows(merged, 2) == 2 * 8
+    assert check_gpu_bench_rows(merged["heavy"], 2) == 1
