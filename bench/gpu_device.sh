@@ -29,6 +29,10 @@
 #                                            logs and a JSON file per part
 #                                            into DIR (join them here with
 #                                            gpu_bench.py --merge ... --note)
+#   bench/gpu_device.sh measure DIR [IMAGES] there, after `check` on the same
+#                                            warm machine: the parts of `all`'s
+#                                            benchmark alone, nothing beside
+#                                            them (the figures to report)
 #
 # The GPU machine (the `device` tool) reaches no package registry and has
 # none of RocksDB, liburing, LZ4's headers, CLI11 or nlohmann-json; it has CUDA, python3 with
@@ -128,6 +132,36 @@ check() {
   pip_check
 }
 
+# The benchmark's parts: one results file per part, most wanted first, so
+# that a lease cut short still brings back whole parts (gpu_bench.py --merge
+# joins them).
+bench_parts() {
+  local dir=$1 images=$2
+  local run=("$PYTHON" bench/gpu_bench.py --dir /var/tmp/opt4store-gpu --images "$images"
+             --configs no_cache,opt_disk_prefetch)
+  {
+    "${run[@]}" --settings standard --models resnet50 --workers 0 --json "$dir/resnet50-0.json"
+    "${run[@]}" --settings standard --models resnet50 --workers 8 --json "$dir/resnet50-8.json"
+    "${run[@]}" --heavy --json "$dir/heavy.json"
+    "${run[@]}" --settings standard --models mobilenetv3_small_100 --workers 0 \
+      --json "$dir/mobilenet-0.json"
+    "${run[@]}" --settings standard --models vit_base_patch16_224 --workers 0 \
+      --json "$dir/vit-0.json"
+  } >"$dir/bench.log" 2>&1 || log "the benchmark failed (bench.log)"
+}
+
+# The benchmark's parts alone (after `check` on the same warm machine, whose
+# build it reuses): figures not shared with the tests' CPU load.
+measure() {
+  local dir=${1:?usage: bench/gpu_device.sh measure DIR [IMAGES]} images=${2:-400}
+  mkdir -p "$dir"
+  build >/tmp/opt4store-gpu-build.log 2>&1 \
+    || { tail -40 /tmp/opt4store-gpu-build.log; die "build failed"; }
+  log "load average before the benchmark: $(cut -d' ' -f1-3 /proc/loadavg)"
+  bench_parts "$dir" "$images"
+  tail -5 "$dir/bench.log"
+}
+
 # Everything a lease of about ten minutes allows, in one command. The checks
 # run at nice 19 so that the benchmark, at nice 0 on the other cores, keeps
 # the CPU it needs; both share the GPU for the few CUDA tests.
@@ -152,19 +186,7 @@ all() {
     echo "pip_install_check exit $?" >>"$dir/pip.log"
   ) &
   local pip=$!
-  # One results file per part, most wanted first, so that a lease cut short
-  # still brings back whole parts (gpu_bench.py --merge joins them).
-  local run=("$PYTHON" bench/gpu_bench.py --dir /var/tmp/opt4store-gpu --images "$images"
-             --configs no_cache,opt_disk_prefetch)
-  {
-    "${run[@]}" --settings standard --models resnet50 --workers 0 --json "$dir/resnet50-0.json"
-    "${run[@]}" --settings standard --models resnet50 --workers 8 --json "$dir/resnet50-8.json"
-    "${run[@]}" --heavy --json "$dir/heavy.json"
-    "${run[@]}" --settings standard --models mobilenetv3_small_100 --workers 0 \
-      --json "$dir/mobilenet-0.json"
-    "${run[@]}" --settings standard --models vit_base_patch16_224 --workers 0 \
-      --json "$dir/vit-0.json"
-  } >"$dir/bench.log" 2>&1 || log "the benchmark failed (bench.log)"
+  bench_parts "$dir" "$images"
   wait "$tests" "$pip" || true
   grep -h -E 'exit [0-9]+$' "$dir"/tests.log "$dir"/pip.log
 }
@@ -174,6 +196,7 @@ case "${1:-}" in
   build) build ;;
   check) check ;;
   all) shift; all "$@" ;;
+  measure) shift; measure "$@" ;;
   bench)
     shift
     build
