@@ -58,13 +58,14 @@ the floor measured in the same process.
 
 Every configuration compares the items it returns at 64 fixed indices with
 a decode made before the runs, on the device and without synchronising
-(DeviceChecker: the batch's indices travel with it and pick the references); a mismatch makes the exit status 1.
+(DeviceChecker: the batch's indices travel with it and pick the references);
+a mismatch makes the exit status 1.
 
 Without CUDA the script writes {"skipped": reason} and exits 0 (keeping a
 results file from a GPU machine if the --json path holds one), unless
 --device cpu is given: then it runs the same harness on the CPU (no AMP),
 which is how the harness itself is checked on machines without a GPU; such
-numbers are not GPU results and the report says so. --model tiny (a small
+numbers are not GPU results and the report says so. --models tiny (a small
 conv net) stands in for timm where timm is not installed.
 
 Usage: PYTHONPATH=<build>/python python3 bench/gpu_bench.py
@@ -531,9 +532,8 @@ def main():
                 "sample_shape": [3, OUT, OUT], "decoded_bytes": n * 3 * OUT * OUT,
                 "ram_ratio": RAM_RATIO, "epochs": epochs, "batch": BATCH,
                 "workers": s.get("workers", []), "models": s.get("models", []),
-                "configs": configs, "transfers": transfers,
-                "amp": device.type == "cuda", "warmup_steps": WARMUP_STEPS,
-                "floor_repeats": FLOOR_REPEATS,
+                "configs": configs, "transfers": transfers, "amp": device.type == "cuda",
+                "warmup_steps": WARMUP_STEPS, "floor_repeats": FLOOR_REPEATS,
                 "checked_indices": len(s["reference"]) if s else 0,
                 "reference_resnet50_seconds": REFERENCE_RESNET50,
                 "published_opt_vs_no_cache": PUBLISHED_OPT_VS_NO_CACHE}
@@ -545,7 +545,6 @@ def main():
     for model in dict.fromkeys(m for name in names for m in setups[name]["models"]):
         trainer = Trainer(model, device)
         ds = next(setups[name]["ds"] for name in names if model in setups[name]["models"])
-        # A full batch even from fewer images than a batch (--images, tests)
         batch = (torch.stack([ds[i % len(ds)] for i in range(BATCH)]), torch.arange(BATCH))
         trainer.warm_up(batch)
         floor = gpu_floor(trainer, batch, n)
@@ -586,8 +585,7 @@ def main():
     out = {"machine": machine(device), **block("standard")}
     if "heavy" in names:
         out["heavy"] = block("heavy")
-    out["wrong"] = wrong
-    out["took_s"] = time.perf_counter() - started
+    out.update(wrong=wrong, took_s=time.perf_counter() - started)
     for name in names:
         for key, r in block(name)["ratios"].items():
             for ratio, value in r.items():
