@@ -29,10 +29,12 @@
 #                                            logs and a JSON file per part
 #                                            into DIR (join them here with
 #                                            gpu_bench.py --merge ... --note)
-#   bench/gpu_device.sh measure DIR [IMAGES] there, after `check` on the same
-#                                            warm machine: the parts of `all`'s
-#                                            benchmark alone, nothing beside
-#                                            them (the figures to report)
+#   bench/gpu_device.sh measure DIR [IMAGES] there: build (or reuse check's
+#                                            build on a warm machine), then the
+#                                            parts of `all`'s benchmark alone,
+#                                            nothing beside them (the figures
+#                                            to report); with check, in either
+#                                            order, about 13 minutes
 #
 # The GPU machine (the `device` tool) reaches no package registry and has
 # none of RocksDB, liburing, LZ4's headers, CLI11 or nlohmann-json; it has CUDA, python3 with
@@ -163,8 +165,8 @@ bench_parts() {
   } >"$dir/bench.log" 2>&1 || log "the benchmark failed (bench.log)"
 }
 
-# The benchmark's parts alone (after `check` on the same warm machine, whose
-# build it reuses): figures not shared with the tests' CPU load.
+# The benchmark's parts alone: figures not shared with the tests' CPU and
+# disk load (the one `all` so far: copy rows at 0 workers 2-10x the floor).
 measure() {
   local dir=${1:?usage: bench/gpu_device.sh measure DIR [IMAGES]} images=${2:-400}
   mkdir -p "$dir"
