@@ -13,7 +13,7 @@ from ._checks import (MAX_UINT64, check_bool, check_dir_path, check_index, check
                       check_number, check_position, check_str, int_array)
 from .cluster import ClusterSharing
 from .distributed import LocalSharing
-from ._errors import InvalidArgumentError, InvalidTypeError, IOError_
+from ._errors import Error, InvalidArgumentError, InvalidTypeError, IOError_
 from ._sizes import parse_size
 
 NO_POSITION = _core.NO_POSITION
@@ -484,10 +484,25 @@ class Store:
         hits_ram, hits_disk, source_loads, drift, ram_items, ram_bytes_used,
         disk_items, disk_live_bytes, prefetched, waits, and every other field
         of the one stats table (README, "Stats"). Zeros before the store
-        opens."""
-        if self._core is None or self._core.closed:
+        opens. After close(), what `opt4store stats` shows of a closed
+        store: the counters as they stood at close (last_run True), and the
+        disk tier's gauges; the owner, cursor and RAM groups are 0."""
+        if self._core is None:
             return _core.zero_stats()
+        if self._core.closed:
+            return dict(getattr(self, "_stats_at_close", None) or _core.zero_stats())
         return self._core.stats()
+
+    def _last_run_stats(self):
+        """stats() now, as a closed store's: see stats()."""
+        if self._core.is_owner():
+            self._core.flush()  # the queued Puts count, as in what close saves
+        stats = self._core.stats()
+        for group, name, _ in _core.stat_fields():
+            if group in ("owner", "cursor", "ram"):
+                stats[name] = type(stats[name])(0)
+        stats["last_run"] = True
+        return stats
 
     def flush(self):
         """Makes every earlier write durable and saves the cursor."""
@@ -509,7 +524,11 @@ class Store:
             self._cluster.close()  # serves the peers until they are done
         if self._sharing is not None:
             self._sharing.unpublish()
-        if self._core is not None:
+        if self._core is not None and not self._core.closed:
+            try:
+                self._stats_at_close = self._last_run_stats()
+            except Error:  # close() says what failed (a full disk, say); stats() gives zeros
+                self._stats_at_close = None
             self._core.close()
         if self._cluster is not None:
             self._cluster.remove_state()

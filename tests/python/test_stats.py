@@ -112,6 +112,8 @@ def test_a_closed_store_shows_its_last_run(tmp_path, opt4store_cli):
     for name in ("accesses", "hits_ram", "hits_disk", "source_loads", "puts", "prefetched",
                  "policy_hits", "disk_write_amplification"):
         assert saved[name] == pytest.approx(live[name]), name
+    # The closed Store object says the same as the CLI (it said zeros).
+    assert store.stats() == saved
     # A new run starts its own counters.
     again = opt4store.Store(tmp_path / "s")
     assert again.stats()["accesses"] == 0 and not again.stats()["last_run"]

@@ -1,21 +1,52 @@
-"""The scripts a user or a lent GPU machine runs first, run small here:
-bench/demo.py (what `./build.sh demo` runs) and bench/gpu_bench.py's
-harness on the CPU (what `bench/gpu_device.sh all` runs on a GPU). A GPU
-lease is short and comes rarely, so a harness broken since the last one
-must fail here, not there. Each run checks every value against a fresh
-decode; these tests check that, and that the counts say the cache did its
-work (every item decoded once, then served from the store). No timing is
-asserted: the figures are the benchmarks' business."""
+"""What a new user, or a lent GPU machine, runs first, run small here: the
+README's quick start as it is written, bench/demo.py (what `./build.sh
+demo` runs) and bench/gpu_bench.py's harness on the CPU (what
+`bench/gpu_device.sh` runs on a GPU; a lease is short and comes rarely, so
+a harness broken since the last one must fail here, not there). The demo
+and the harness check every value against a fresh decode; these tests
+check that, and that the counts say the cache did its work (every item
+loaded once, then served from the store). No timing is asserted: the
+figures are the benchmarks' business."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
+import torch
+import torch.utils.data
+
 from o4s_testlib import child_env
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                     "bench")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(ROOT, "bench")
+
+
+class Filled(torch.utils.data.Dataset):
+    """(a tensor filled with i, i): a batch says which items it holds."""
+
+    def __len__(self):
+        return 200
+
+    def __getitem__(self, i):
+        return torch.full((3, 8, 8), float(i)), i
+
+
+def test_readme_quick_start_runs_as_written(tmp_path):
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    code = re.search(r"## Quick start \(Python\)\n\n```python\n(.*?)```", readme, re.S).group(1)
+    assert '"/data/cache"' in code and "for batch in loader" in code
+    scope = {"dataset": Filled()}
+    exec(compile(code.replace('"/data/cache"', repr(str(tmp_path / "cache"))),
+                 "README.md quick start", "exec"), scope)
+    stats = scope["store"].stats()  # closed by the snippet: its last run's counters
+    assert stats["last_run"]
+    epochs = scope["sampler"].epochs
+    assert stats["accesses"] == epochs * 200 and stats["source_loads"] == 200
+    x, i = scope["batch"]  # the last batch the loop saw
+    assert torch.equal(x, torch.stack([Filled()[k][0] for k in i.tolist()]))
 
 
 def run_script(name, *args, timeout=300):
