@@ -147,6 +147,12 @@ check() {
   [ "$pip_status" -eq 0 ] || die "the pip check failed (exit $pip_status)"
 }
 
+# build, its output in a log shown only when it fails.
+quiet_build() {
+  build >/tmp/opt4store-gpu-build.log 2>&1 \
+    || { tail -40 /tmp/opt4store-gpu-build.log; die "build failed"; }
+}
+
 # The benchmark's parts: one results file per part, most wanted first, so
 # that a lease cut short still brings back whole parts (gpu_bench.py --merge
 # joins them).
@@ -174,8 +180,7 @@ bench_parts() {
 measure() {
   local dir=${1:?usage: bench/gpu_device.sh measure DIR [IMAGES]} images=${2:-400}
   mkdir -p "$dir"
-  build >/tmp/opt4store-gpu-build.log 2>&1 \
-    || { tail -40 /tmp/opt4store-gpu-build.log; die "build failed"; }
+  quiet_build
   log "load average before the benchmark: $(cut -d' ' -f1-3 /proc/loadavg)"
   local status=0
   bench_parts "$dir" "$images" || status=$?
@@ -189,8 +194,7 @@ measure() {
 all() {
   local dir=${1:?usage: bench/gpu_device.sh all DIR [IMAGES]} images=${2:-400}
   mkdir -p "$dir"
-  build >/tmp/opt4store-gpu-build.log 2>&1 \
-    || { tail -40 /tmp/opt4store-gpu-build.log; die "build failed"; }
+  quiet_build
   (
     set +e
     renice -n 19 -p "$BASHPID" >/dev/null
