@@ -86,6 +86,10 @@ class CachedDataset(torch.utils.data.Dataset):
     def __len__(self):
         return len(self.dataset)
 
+    def __repr__(self):
+        return (f"opt4store.CachedDataset({type(self.dataset).__name__} of {len(self)} items, "
+                f"{self.store!r})")
+
     def __getitem__(self, index):
         value = self.load(index)
         return value if self.transform is None else self.transform(value)

@@ -558,7 +558,8 @@ class Store:
         self._core = _core.Store.attach(self._handle)
 
     def __repr__(self):
-        state = "open" if self.is_open else "not open"
+        state = "closed" if self._core is not None and self._core.closed else \
+            "open" if self.is_open else "not open"
         return f"opt4store.Store({self.path!r}, {state})"
 
 

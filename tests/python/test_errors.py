@@ -126,9 +126,11 @@ def test_closed_store(store_path):
     store = opt4store.Store(store_path, ram_items=10, disk=0)
     ds = opt4store.CachedDataset(UniformDataset(10), store)
     ds[0]
+    assert repr(ds) == f"opt4store.CachedDataset(UniformDataset of 10 items, {store!r})"
+    assert repr(store).endswith(", open)")
     store.close()
     store.close()  # idempotent
-    assert not store.is_open
+    assert not store.is_open and repr(store).endswith(", closed)")
     with pytest.raises(opt4store.IOError_, match="closed"):
         ds[0]
     # The last run's counters, as the CLI shows a closed store's
