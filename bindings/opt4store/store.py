@@ -126,6 +126,7 @@ class Store:
         self._options.update(getattr(self, "_testing_options", {}))
         _core.check_options(self._options)  # a bad value fails here, not at binding
         self._core = None
+        self._stats_at_close = None  # what stats() returns once closed
         self._read_to = -1  # the highest plan position read in this process
         self._close_after = weakref.WeakSet()  # see close_after
         self._handle = None
@@ -490,7 +491,7 @@ class Store:
         if self._core is None:
             return _core.zero_stats()
         if self._core.closed:
-            return dict(getattr(self, "_stats_at_close", None) or _core.zero_stats())
+            return dict(self._stats_at_close or _core.zero_stats())
         return self._core.stats()
 
     def _last_run_stats(self):
@@ -555,6 +556,7 @@ class Store:
         self._peer_reader = state.get("peer_reader")
         self._read_to = -1
         self._close_after = weakref.WeakSet()
+        self._stats_at_close = None
         self._core = _core.Store.attach(self._handle)
 
     def __repr__(self):
