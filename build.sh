@@ -152,11 +152,17 @@ run_tests() {
   checking_builds >"$builds_log" 2>&1 &
   local builds=$! pytest_status=0
   log "Python package tests (pytest, on the package built into $BUILD_DIR/python)"
-  # Under NumPy 2's promotion rules (NEP 50; pip's torch 2.x brings NumPy 2),
-  # with an error, in the tests and their child processes, wherever a
-  # result's dtype differs from NumPy 1's: one run covers both (a mode of
-  # Debian's NumPy 1.24).
-  NPY_PROMOTION_STATE=weak_and_warn PYTHONWARNINGS="error:result dtype changed:UserWarning" \
+  # With NumPy 1 (Debian 12's 1.24), under NumPy 2's promotion rules (NEP 50;
+  # pip's torch 2.x brings NumPy 2), with an error, in the tests and their
+  # child processes, wherever a result's dtype differs from NumPy 1's: one
+  # run covers both. NumPy 2 has only its own rules (and warns from 2.2 on
+  # that the variable is ignored), so it is set for NumPy 1 only.
+  local numpy_rules=()
+  if "$(python_with_torch)" -c 'import sys, numpy; sys.exit(numpy.__version__[0] != "1")'; then
+    numpy_rules=(NPY_PROMOTION_STATE=weak_and_warn
+                 PYTHONWARNINGS="error:result dtype changed:UserWarning")
+  fi
+  env "${numpy_rules[@]}" \
     PYTHONPATH="$PWD/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" OPT4STORE_BUILD_DIR="$PWD/$BUILD_DIR" \
     "$(python_with_torch)" -m pytest -q -p no:cacheprovider tests/python || pytest_status=$?
   log "waiting for the thread-safety and ASan builds"
