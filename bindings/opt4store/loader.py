@@ -166,6 +166,7 @@ class DataLoader:
         self.num_workers = num_workers
         self.collate_fn = collate_fn
         self.pin_memory = pin_memory
+        self._pin = pin_memory and torch.cuda.is_available()  # batches in pinned memory
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
         self.multiprocessing_context = multiprocessing_context
@@ -481,7 +482,7 @@ class DataLoader:
             leaves, codes = ahead
             return self._finish(positions, indices, layout, leaves, self._every_row(rows), codes,
                                 {})
-        pin = self.pin_memory and torch.cuda.is_available()
+        pin = self._pin
         parts = jobs.get(number)
         loaded = np.concatenate(parts) if parts else None
         other = {}
@@ -550,8 +551,7 @@ class DataLoader:
         read-ahead thread, into tensors taken here."""
         (positions, indices), layout = batch, self._layout
         rows = len(indices)
-        leaves = self._free_leaves(layout, rows, None,
-                                   self.pin_memory and torch.cuda.is_available())
+        leaves = self._free_leaves(layout, rows, None, self._pin)
         ahead.start(number, leaves, read_async, positions, indices, self._every_row(rows),
                     layout.meta, layout.payload_bytes, layout.offsets, leaves)
 
