@@ -7,7 +7,9 @@
 #include "engine/store/residency.h"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <map>
+#include <random>
 #include <set>
 #include <utility>
 #include <vector>
@@ -360,6 +362,86 @@ TEST_CASE("Residency: an epoch's unread positions are skipped once readers have 
     CHECK(r.frontier() == 5);
     CHECK(r.abandoned() == 0);
     CHECK(tiers.skipped.empty());
+  }
+}
+
+// A plan that reads the ids [0, n) in a shuffled order, `epochs` times over
+// (another order each time), of a dataset of dataset_size ids.
+PlanSpec SubsetPlan(uint64_t n, uint64_t epochs, uint64_t dataset_size, uint32_t seed) {
+  std::vector<ItemId> ids;
+  std::mt19937 rng(seed);
+  for (uint64_t e = 0; e < epochs; ++e) {
+    std::vector<ItemId> epoch(n);
+    for (uint64_t i = 0; i < n; ++i) epoch[i] = static_cast<ItemId>(i);
+    std::shuffle(epoch.begin(), epoch.end(), rng);
+    ids.insert(ids.end(), epoch.begin(), epoch.end());
+  }
+  PlanSpec spec;
+  spec.kind = SamplerKind::kExplicit;
+  spec.dataset_size = dataset_size;
+  spec.ids = std::make_shared<const std::vector<ItemId>>(std::move(ids));
+  return spec;
+}
+
+TEST_CASE("Residency: a new plan keeps what RAM holds as OPT would have", "[residency]") {
+  const uint64_t n = 300, capacity = 60;
+  ResidencyOptions o;
+  o.num_ids = n;
+  o.ram_items = capacity;
+  o.ring_slots = 1024;
+  FakeTiers tiers(n);
+  Residency r(o, &tiers);
+  const PlanSpec next = SubsetPlan(150, 2, n, 11);  // never reads the ids 150-299
+  std::vector<ItemId> next_ids;
+  REQUIRE(PlanIds(next, &next_ids).ok());
+  auto first_read = [&](ItemId id) {
+    return std::find(next_ids.begin(), next_ids.end(), id) - next_ids.begin();
+  };
+
+  SECTION("a rollback mid-run: the next plan hits what OPT hits from RAM's contents") {
+    const PlanSpec plan = ShufflePlan(n, 3, 5);
+    std::vector<ItemId> ids;
+    REQUIRE(PlanIds(plan, &ids).ok());
+    REQUIRE(r.SetPlan(plan, 0).ok());
+    ReadInOrder(&r, &tiers, std::vector<ItemId>(ids.begin(), ids.begin() + 450), 16, capacity,
+                false);
+    const std::vector<ItemId> in_ram(tiers.ram.begin(), tiers.ram.end());
+    REQUIRE(in_ram.size() > capacity / 2);  // items whose next read the policy
+    REQUIRE(in_ram.size() <= capacity);     // misses may have left already
+    const uint64_t evictions = tiers.evictions;
+    REQUIRE(r.SetPlan(next, 0, in_ram).ok());
+    uint64_t kept = 0;
+    for (ItemId id : in_ram) {
+      INFO("id " << id);
+      CHECK(tiers.ram.count(id) == (id < 150 ? 1u : 0u));  // the others are never read again
+      kept += id < 150;
+    }
+    CHECK(tiers.evictions == evictions + (in_ram.size() - kept));
+    // OPT from RAM's contents is OPT over them read once before the plan
+    // (distinct ids: that prefix hits nothing).
+    std::vector<uint32_t> prefixed(in_ram.begin(), in_ram.end());
+    prefixed.insert(prefixed.end(), next_ids.begin(), next_ids.end());
+    const uint64_t want = reference::Belady(prefixed, capacity, n).hits;
+    tiers.consumed.clear();
+    CHECK(ReadInOrder(&r, &tiers, next_ids, 16, capacity, false) == want);
+    CHECK(want >= kept);  // each kept item hits at its first read
+  }
+  SECTION("more in RAM than the budget: the ones read soonest stay") {
+    std::vector<ItemId> in_ram;
+    for (ItemId id = 0; id < 100; ++id) in_ram.push_back(id);
+    tiers.ram.insert(in_ram.begin(), in_ram.end());
+    REQUIRE(r.SetPlan(next, 0, in_ram).ok());
+    std::vector<ItemId> soonest = in_ram;
+    std::sort(soonest.begin(), soonest.end(),
+              [&](ItemId a, ItemId b) { return first_read(a) < first_read(b); });
+    soonest.resize(capacity);
+    CHECK(tiers.ram == std::set<ItemId>(soonest.begin(), soonest.end()));
+    for (ItemId id : soonest) CHECK(r.Keep(id));
+  }
+  SECTION("an empty RAM tier starts empty, as before") {
+    REQUIRE(r.SetPlan(next, 0, {}).ok());
+    CHECK(tiers.ram.empty());
+    CHECK(tiers.evictions == 0);
   }
 }
 

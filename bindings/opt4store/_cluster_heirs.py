@@ -35,9 +35,10 @@ survivors' residency is recomputed. The rules, and what they assume:
   store's own budget. The store's own plan is not re-planned: its home
   items keep their places, and the positions it would have served a lost
   host are passed.
-  (The engine's SetPlan would empty the RAM tier; replanning the store
-  in place, with the inherited items under its own OPT and budget, needs
-  an engine call that replaces the plan's future positions.)
+  (Replanning the store in place, with the inherited items under its own
+  OPT and budget, needs a new host plan from the loss's epoch on: new
+  serves and arrivals, and the readers' files rewritten while they read.
+  The engine's SetPlan would keep RAM's contents across it.)
 * What is assumed: a lost host does not come back within the run: no
   plan counts its reads any more (were it to ask again, the hosts answer
   by id, so its values stay right); the survivors' epochs have equal

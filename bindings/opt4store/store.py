@@ -266,7 +266,8 @@ class Store:
         of them read one after another) with epochs of ``epoch_length``, its
         readers starting at ``start``. With ``total_epochs``, an open plan:
         ``ids`` are its epochs from ``first_epoch`` on, and append_plan gives
-        the later ones."""
+        the later ones. RAM keeps what the new plan's policy would keep of
+        it (with opt: the items read soonest, within the budget)."""
         core = self._require_open()
         parts = list(ids) if isinstance(ids, (list, tuple)) and ids and \
             isinstance(ids[0], np.ndarray) else [ids]

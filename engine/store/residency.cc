@@ -2,6 +2,8 @@
 #include "engine/store/residency.h"
 
 #include <algorithm>
+#include <unordered_map>
+#include <utility>
 
 #include "tiers/disk_index.h"
 
@@ -42,7 +44,8 @@ uint64_t Residency::CostOf(ItemId id) const {
 
 // ---------------------------------------------------------------- the plan
 
-Status Residency::SetPlan(const PlanSpec& spec, uint64_t start) {
+Status Residency::SetPlan(const PlanSpec& spec, uint64_t start,
+                          const std::vector<ItemId>& in_ram) {
   std::unique_ptr<PlanSource> source;
   OPT4STORE_RETURN_IF_ERROR(OpenPlanSource(spec, &source).WithContext("plan"));
   if (source->shape().dataset_size > options_.num_ids) {
@@ -60,7 +63,7 @@ Status Residency::SetPlan(const PlanSpec& spec, uint64_t start) {
                                    std::to_string(stream->position()) + " (its first epoch given), "
                                    "after the start position " + std::to_string(start));
   }
-  // Skip to the start: the policy begins empty there, as the RAM tier does.
+  // Skip to the start: the policy begins there (KeepInRam).
   std::vector<Access> skip(4096);
   std::vector<StepReveal> reveals;
   while (stream->position() < start) {
@@ -110,7 +113,39 @@ Status Residency::SetPlan(const PlanSpec& spec, uint64_t start) {
   std::fill(prefetch_pins_.begin(), prefetch_pins_.end(), 0);
   staged_bytes_ = 0;
   fetched_.clear();
+  KeepInRam(in_ram);
   return Status::OK();
+}
+
+void Residency::KeepInRam(const std::vector<ItemId>& in_ram) {
+  if (in_ram.empty()) return;
+  // Each id's first read from the start; the ids the window does not read
+  // are read beyond it (kFar) or, when the window holds the whole plan,
+  // never. A kFar id stays ranked so until its read (the stream reveals
+  // only ids it has seen), which costs OPT exactness only among kFar ids.
+  const uint64_t unseen = stream_->covers_whole_plan() ? kNever : kFar;
+  std::unordered_map<ItemId, uint64_t> next;
+  next.reserve(in_ram.size());
+  for (ItemId id : in_ram) next.emplace(id, unseen);
+  size_t found = 0;
+  for (uint64_t p = frontier_; p < stream_->lookahead_end() && found < next.size(); ++p) {
+    auto it = next.find(stream_->PeekId(p));
+    if (it != next.end() && it->second == unseen) {
+      it->second = p;
+      ++found;
+    }
+  }
+  std::vector<std::pair<uint64_t, ItemId>> by_next;
+  by_next.reserve(next.size());
+  for (const auto& [id, at] : next) by_next.emplace_back(at, id);
+  std::sort(by_next.begin(), by_next.end());
+  for (const auto& [at, id] : by_next) {
+    evicted_.clear();
+    policy_->OnMiss(Access{frontier_, id, at}, CostOf(id), &evicted_);
+  }
+  for (ItemId id : in_ram) {
+    if (!policy_->Contains(id) && tiers_->InRam(id)) tiers_->Evict(id);
+  }
 }
 
 Status Residency::AppendPlan(std::vector<ItemId> ids) {

@@ -115,9 +115,13 @@ class Residency {
   uint64_t CostOf(ItemId id) const;
 
   // ---- the plan
-  // Starts over on `plan` at `start`: the policy begins empty there, as the
-  // RAM tier does (the caller empties it). Sends the disk tier its next uses.
-  Status SetPlan(const PlanSpec& plan, uint64_t start);
+  // Starts over on `plan` at `start`. The policy begins there holding what
+  // it keeps of `in_ram` (the ids the RAM tier holds now): as if it had just
+  // read each one, soonest next read in the new plan first, so OPT keeps
+  // the ones the new plan reads soonest, up to the capacity. The ids it does
+  // not keep are evicted (through the tiers). Sends the disk tier its next
+  // uses. On error nothing changed.
+  Status SetPlan(const PlanSpec& plan, uint64_t start, const std::vector<ItemId>& in_ram = {});
   // Appends the next whole epochs of an open explicit plan (see plan.h):
   // ids consumed as "read again beyond what is known" whose next read they
   // hold are revealed to the policy and the disk tier now.
@@ -188,6 +192,8 @@ class Residency {
   const Slot& SlotAt(uint64_t position) const {
     return slots_[position & (options_.ring_slots - 1)];
   }
+  // The policy's first state on a new plan: see SetPlan.
+  void KeepInRam(const std::vector<ItemId>& in_ram);
   void Release(uint64_t position);
   bool EpochLeft(uint64_t position, uint64_t high_water, int64_t now_ms);
   // Releases reads consumed ahead of the frontier (each the first pending

@@ -57,12 +57,11 @@ Status Store::Impl::SetPlan(const PlanSpec& plan, uint64_t start_position) {
   const bool persist = disk_ && PlanIsPersistable(plan);
   if (persist) OPT4STORE_RETURN_IF_ERROR(CopyPlan(plan, &stored, &saved));
   MutexLock lock(&mu_);
+  std::vector<ItemId> in_ram;
   for (uint64_t id = 0; id < dataset_size_; ++id) {
-    if (ram_->Contains(static_cast<ItemId>(id))) {
-      ram_->Evict(static_cast<ItemId>(id)).PermitUncheckedError();
-    }
+    if (ram_->Contains(static_cast<ItemId>(id))) in_ram.push_back(static_cast<ItemId>(id));
   }
-  OPT4STORE_RETURN_IF_ERROR(InitPlanLocked(stored, start_position));
+  OPT4STORE_RETURN_IF_ERROR(InitPlanLocked(stored, start_position, in_ram));
   resume_position_.store(std::min(start_position, total_positions_.load()));
   if (persist) OPT4STORE_RETURN_IF_ERROR(disk_->PutMeta(kManifestPlanKey, EncodePlanSpec(saved)));
   PublishGaugesLocked();

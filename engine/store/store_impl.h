@@ -117,7 +117,10 @@ class Store::Impl : private ResidencyTiers {
   Status CopyFileAtomically(const std::string& from, const std::string& name);
   Status CreateShared();
   // Starts the Residency and the shared plan state over on spec at start.
-  Status InitPlanLocked(const PlanSpec& spec, uint64_t start) REQUIRES(mu_);
+  // in_ram: what the RAM tier holds (Residency::SetPlan keeps what the new
+  // plan's policy would).
+  Status InitPlanLocked(const PlanSpec& spec, uint64_t start,
+                        const std::vector<ItemId>& in_ram = {}) REQUIRES(mu_);
 
   // ---- owner, under mu_ (owner_service.cc)
   // Moves the frontier over consumed positions and publishes it.

@@ -497,8 +497,9 @@ Status Store::Impl::AttachReader(const std::string& handle) {
   return Status::OK();
 }
 
-Status Store::Impl::InitPlanLocked(const PlanSpec& spec, uint64_t start) {
-  OPT4STORE_RETURN_IF_ERROR(residency_->SetPlan(spec, start));
+Status Store::Impl::InitPlanLocked(const PlanSpec& spec, uint64_t start,
+                                   const std::vector<ItemId>& in_ram) {
+  OPT4STORE_RETURN_IF_ERROR(residency_->SetPlan(spec, start, in_ram));
   plan_identity_ = spec.Describe();
   start = residency_->frontier();
   const uint64_t total = residency_->total_positions();

@@ -78,3 +78,38 @@ def test_belady_oracle_known_values():
     assert belady_hits(list("aaaa"), 1) == 3
     assert belady_hits(list("abab"), 0) == 0
     assert belady_hits([], 4) == 0
+
+
+@pytest.mark.parametrize("capacity", [10, 50, N])
+def test_rollback_in_process_keeps_ram(tmp_path, counter, capacity):
+    """A rollback to a checkpoint in the same process (load_state_dict
+    mid-epoch): the store's new plan starts from what RAM holds, so the
+    source is called reads - hits of Belady over RAM's contents read once
+    before the replayed reads (with capacity N: never)."""
+    store = opt4store.Store(tmp_path / "store", ram_items=capacity, disk=0)
+    sampler = opt4store.PlannedSampler(base_sampler("shuffled", 5), epochs=3)
+    ds = opt4store.CachedDataset(UniformDataset(N, counter=counter), store, sampler)
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=0)
+    try:
+        for _ in loader:
+            pass
+        checkpoint = sampler.state_dict()  # epoch 1, index 0
+        for k, _ in enumerate(loader):
+            if k == 6:
+                break
+        in_ram = [i for i in range(N) if store.peek(i) is not None]
+        assert 0 < len(in_ram) <= capacity
+        sampler.load_state_dict(checkpoint)
+        counter.reset()
+        for epoch in (1, 2):
+            wrong = check_epoch(loader, sampler.plan, epoch, N, BATCH, uniform_item, stacked=True)
+            assert wrong == [], wrong[:3]
+        replayed = [int(i) for i in sampler.plan[N:]]
+        hits = belady_hits(in_ram + replayed, capacity)
+        assert counter.count == len(replayed) - hits, (
+            f"C={capacity}: {counter.count} source loads after the rollback, Belady from "
+            f"RAM's {len(in_ram)} items loads {len(replayed) - hits}")
+        if capacity == N:
+            assert counter.count == 0
+    finally:
+        store.close()

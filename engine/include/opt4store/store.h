@@ -240,8 +240,12 @@ class Store {
   // ---- Owner only (InvalidArgument in a reader).
 
   // Replaces the plan: the readers start at `start_position` of the new one.
-  // The RAM tier is emptied (the policy's state belongs to the old plan);
-  // the disk tier keeps everything. The plan's dataset size must match.
+  // The RAM tier keeps what the new plan's policy would keep of it, had the
+  // policy just read each item it holds (with opt: those the new plan reads
+  // soonest, within the budget; those it never reads again leave). So a
+  // rollback to a checkpoint, or a new sampler, in the same process finds
+  // the items RAM already holds. The disk tier keeps everything. The plan's
+  // dataset size must match. On error nothing changed.
   Status SetPlan(const PlanSpec& plan, uint64_t start_position = 0);
   // Appends the next whole epochs of an open explicit plan (PlanSpec::
   // total_epochs), which the current plan must be: the RAM tier and the
