@@ -27,6 +27,29 @@ import numpy as np
 SERVE, ARRIVAL, OWN = 0, 1, 2
 
 
+def index_dtype(bound):
+    """int32 for values in [-1, bound) where bound fits in it, else int64.
+    A host plan's columns (positions, store ids, reads, items) fit in 32
+    bits in any run short of 2**31 positions a host (ImageNet's 90 epochs
+    on 8 hosts: about 40M), and take half the memory and /dev/shm there."""
+    return np.int32 if bound <= np.iinfo(np.int32).max else np.int64
+
+
+def search(array, keys, side="left"):
+    """np.searchsorted(array, keys, side), the keys cast to the integer
+    array's dtype first (clipped to its range, which orders them the same
+    against its values). A key of another dtype, a Python int against an
+    int32 array too, makes numpy copy the whole array at every call:
+    about 60 ms for 20M entries."""
+    info = np.iinfo(array.dtype)
+    keys = np.asarray(keys)
+    if keys.dtype.kind == "u":
+        keys = np.minimum(keys, keys.dtype.type(min(info.max, np.iinfo(keys.dtype).max)))
+    else:
+        keys = np.clip(keys.astype(np.int64), np.int64(info.min), np.int64(info.max))
+    return np.searchsorted(array, keys.astype(array.dtype), side=side)
+
+
 def home_of(ids, hosts, lost=()):
     """The home host of each id once the hosts in `lost` are gone.
 
@@ -115,12 +138,13 @@ class RankOrders:
 
 
 class _Columns:
-    """int64 columns filled in order, up to a bound: np.empty reserves the
-    bound, and only the pages written take memory (joining a list of
-    chunks at the end would hold the plan twice)."""
+    """Integer columns (of the dtypes given) filled in order, up to a
+    bound: np.empty reserves the bound, and only the pages written take
+    memory (joining a list of chunks at the end would hold the plan
+    twice)."""
 
-    def __init__(self, bound, count):
-        self._arrays = [np.empty(bound, np.int64) for _ in range(count)]
+    def __init__(self, bound, dtypes):
+        self._arrays = [np.empty(bound, dtype) for dtype in dtypes]
         self._size = 0
 
     def add(self, *columns):
@@ -141,9 +165,10 @@ class HostPlan:
     for.
 
     It is built an epoch at a time and keeps only what the store and its
-    peer threads look up, not every rank's order: about 13 bytes a read of
-    the cluster with 8 hosts, 23 with 4 (bindings/README.md, "DDP across
-    hosts", has the measured figures).
+    peer threads look up, not every rank's order, in 32-bit columns where
+    they fit (index_dtype): about 7 bytes a read of the cluster with 8
+    hosts (bench/README.md, host_plan_bench, has the measured figures).
+    Search its columns with search(), not np.searchsorted.
 
     store_ids       the store's plan: each position's item, or
                     dataset_size + k for the k-th arrival and its read
@@ -165,13 +190,18 @@ class HostPlan:
         self.host, self.hosts, self.local_world, self.window = host, hosts, local_world, window
         self.reads, self.dataset_size = reads, dataset_size
         self.orders = orders  # a new home serves by them (Heirs)
-        self.own_positions = np.full((local_world, reads), -1, np.int64)
-        arrival_of = np.full((local_world, reads), -1, np.int64)  # own read -> its arrival
+        bound = reads * (world + local_world)  # positions at most
+        position_t = index_dtype(bound)
+        arrival_t = index_dtype(reads * local_world)
+        self.own_positions = np.full((local_world, reads), -1, position_t)
+        arrival_of = np.full((local_world, reads), -1, arrival_t)  # own read -> its arrival
         # events planned at each step (from -window): positions by step
         per_step = np.zeros(reads + window, np.int64)
-        store_ids = _Columns(reads * (world + local_world), 1)
-        arrivals = _Columns(reads * local_world, 4)
-        serves = _Columns(reads * (world - local_world), 2)
+        store_ids = _Columns(bound, [index_dtype(dataset_size + reads * local_world)])
+        arrivals = _Columns(reads * local_world,
+                            [position_t, index_dtype(dataset_size), np.int32, index_dtype(reads)])
+        serves = _Columns(reads * (world - local_world),
+                          [position_t, index_dtype(world * max(1, reads))])
         placed, arrived = 0, 0
         for kind, step, rank, read, item in self._in_order(orders):
             positions = placed + np.arange(len(kind), dtype=np.int64)
@@ -183,7 +213,7 @@ class HostPlan:
             arrivals.add(positions[m], item[m], rank[m], read[m])
             m = kind == OWN
             self.own_positions[rank[m] - host * local_world, read[m]] = positions[m]
-            theirs = arrival_of[rank[m] - host * local_world, read[m]]
+            theirs = arrival_of[rank[m] - host * local_world, read[m]].astype(np.int64)
             sid[np.flatnonzero(m)[theirs >= 0]] = dataset_size + theirs[theirs >= 0]
             m = kind == SERVE
             serves.add(positions[m], rank[m] * max(1, reads) + read[m])
@@ -193,10 +223,11 @@ class HostPlan:
             arrived += len(k)
         self.store_ids, = store_ids.done()
         # step_start[j]: the first position planned at step j - window or later
-        self._step_start = np.concatenate(([0], np.cumsum(per_step)))
+        self._step_start = np.concatenate(([0], np.cumsum(per_step))).astype(position_t)
+        del arrival_of, per_step
         at, items, ranks, read_index = arrivals.done()
         self.arrivals = (at, self.own_positions[ranks - host * local_world, read_index], items,
-                         items % hosts, ranks, read_index)
+                         (items % hosts).astype(np.int32), ranks, read_index)
         self.store_size = dataset_size + len(at)
         serve_at, keys = serves.done()
         self._serve_at, self._serve_rank = serve_at, (keys // max(1, reads)).astype(np.int32)
@@ -247,21 +278,21 @@ class HostPlan:
 
     def item_at(self, positions):
         """The item planned at each position (int64)."""
-        sid = self.store_ids[np.asarray(positions, dtype=np.int64)]
+        sid = self.store_ids[np.asarray(positions, dtype=np.int64)].astype(np.int64)
         arrival = sid >= self.dataset_size
         return np.where(arrival, self.arrivals[2][np.where(arrival, sid - self.dataset_size, 0)],
-                        sid)
+                        sid).astype(np.int64)
 
     def step_at(self, position):
         """The lockstep step `position` is planned at (negative: before
         the first read)."""
-        return int(np.searchsorted(self._step_start, position, side="right")) - 1 - self.window
+        return int(search(self._step_start, position, side="right")) - 1 - self.window
 
     def serve_position(self, rank, read):
         """Where this host serves rank `rank`'s read `read`; -1 where it
         does not."""
         key = rank * max(1, self.reads) + read
-        k = int(np.searchsorted(self._serve_keys, key))
+        k = int(search(self._serve_keys, key))
         return int(self._serve_at_by_key[k]) if k < len(self._serve_keys) and \
             self._serve_keys[k] == key else -1
 
@@ -271,11 +302,12 @@ class HostPlan:
         at, rank = self._serve_at, self._serve_rank
         keys = self._serve_keys[np.argsort(self._serve_at_by_key)]
         mine = np.ones(len(at), bool) if ranks is None else np.isin(rank, list(ranks))
-        return at[mine], rank[mine].astype(np.int64), keys[mine] % max(1, self.reads)
+        return (at[mine].astype(np.int64), rank[mine].astype(np.int64),
+                keys[mine].astype(np.int64) % max(1, self.reads))
 
     def served_rank(self, position):
         """The rank whose read this host serves at `position`, else -1."""
-        k = int(np.searchsorted(self._serve_at, position))
+        k = int(search(self._serve_at, position))
         return int(self._serve_rank[k]) if k < len(self._serve_at) and \
             self._serve_at[k] == position else -1
 
@@ -290,7 +322,7 @@ class HostPlan:
         read before `read`: a resumed run passes them."""
         start = self.resume_position(read)
         own = self.own_positions[:, :read].reshape(-1)
-        return np.sort(own[own >= start])
+        return np.sort(own[own >= start]).astype(np.int64)
 
     def steps_span(self, steps):
         """About how many positions `steps` lockstep reads take here."""

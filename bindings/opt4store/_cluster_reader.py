@@ -6,7 +6,7 @@ waits for an arrival.
 
 Only the host's owner (local rank 0) builds the host plan
 (opt4store/_cluster_plan.py: from every rank's order, an epoch at a time;
-about 13 bytes a read of the cluster with 8 hosts). It writes what readers
+about 7 bytes a read of the cluster with 8 hosts). It writes what readers
 need, the own reads' positions of every local rank and the arrivals'
 reads, items and homes, as .npy files; the other local ranks and every
 DataLoader worker map them read-only, so a host holds one plan, not one
@@ -23,6 +23,7 @@ import warnings
 
 import numpy as np
 
+from ._cluster_plan import search
 from ._errors import IOError_, NoSpaceError
 from .distributed import pid_alive
 
@@ -60,14 +61,18 @@ def remove_orphans():
             pass
 
 
+def _reader_arrays(plan, epoch_length):
+    """The readers' part of HostPlan `plan`, in _READER_PLAN's order, in
+    the plan's own (32-bit where they fit) dtypes."""
+    _, reads, items, homes, _, read_index = plan.arrivals
+    return (plan.own_positions, reads, items, homes,
+            (read_index // max(1, epoch_length)).astype(np.int32))
+
+
 def write_reader_plan(path, plan, epoch_length):
     """Writes the readers' part of HostPlan `plan` beside state file `path`
     (the owner, before any reader attaches)."""
-    _, reads, items, homes, _, read_index = plan.arrivals
-    arrays = (plan.own_positions, np.asarray(reads, np.uint64), np.asarray(items, np.int64),
-              np.asarray(homes, np.int32),
-              np.asarray(read_index, np.int64) // max(1, epoch_length))
-    for name, array in zip(_READER_PLAN, arrays):
+    for name, array in zip(_READER_PLAN, _reader_arrays(plan, epoch_length)):
         temporary = f"{path}.{name}.{os.getpid()}.tmp.npy"
         np.save(temporary, np.ascontiguousarray(array))
         os.replace(temporary, f"{path}.{name}.npy")
@@ -86,8 +91,8 @@ def create_host_files(path, plan, epoch_length, hosts):
         remove_files(path)
         for name in glob.glob(f"{glob.escape(path)}*.{os.getpid()}.tmp*"):
             os.remove(name)
-        need = plan.own_positions.nbytes + sum(a.nbytes for a in plan.arrivals[1:4]) + \
-            len(plan.arrivals[0]) * 16 + hosts * 8
+        need = sum(a.nbytes for a in _reader_arrays(plan, epoch_length)) + \
+            (1 + hosts + len(plan.arrivals[0])) * 8  # and the state's words
         folder = os.statvfs(os.path.dirname(path) or ".")
         full = e.errno in (errno.ENOSPC, errno.EDQUOT) or \
             folder.f_bavail * folder.f_frsize < need  # numpy's short writes carry no errno
@@ -175,7 +180,8 @@ class ClusterReader:
         ids = np.array(indices, dtype=np.int64).reshape(-1)
         reads = self.arrival_reads
         if len(reads):
-            k = np.minimum(np.searchsorted(reads, positions), len(reads) - 1)
+            k = np.minimum(search(reads, positions), len(reads) - 1)
+            positions = positions.astype(np.int64)  # the compare below, exactly
             mine = (reads[k] == positions) & (self.arrival_items[k] == ids)
             ids[mine] = self.dataset_size + k[mine]
         return ids

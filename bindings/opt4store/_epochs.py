@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from ._cluster_plan import search
 from ._errors import InvalidArgumentError
 
 # Chunk of RandomSampler's draws with replacement (its __iter__ draws 32 at a time).
@@ -204,8 +205,8 @@ class PlanWindow:
         reads nothing (another local rank's position, or past the plan),
         None where the epoch is not held here (unknown)."""
         if self.positions is not None:
-            i = int(np.searchsorted(self.positions, position))
-            r = 0 if i < len(self.positions) and self.positions[i] == position else 1
+            i = int(search(self.positions, position))
+            r = 0 if i < len(self.positions) and int(self.positions[i]) == position else 1
         else:
             i, r = divmod(int(position) - self.offset, self.stride)
         if r != 0 or not 0 <= i < self.epochs * self.epoch_length:

@@ -51,7 +51,7 @@ import torch
 
 from . import _core, _values
 from ._cluster_heirs import Heirs
-from ._cluster_plan import HostPlan, rank_orders
+from ._cluster_plan import HostPlan, rank_orders, search
 from ._cluster_reader import ClusterReader, create_host_files, remove_orphans, state_path
 from ._errors import InvalidArgumentError
 
@@ -243,11 +243,11 @@ class ClusterPeer:
         # their reads, about two windows of them are held past the readers
         # (the room the store was given), and no two hosts wait on each other.
         gate = self.plan.steps_span(self.plan.window)
-        k, n = int(np.searchsorted(at, self.first_position)), len(at)
+        k, n = int(search(at, self.first_position)), len(at)
         while k < n and not self._stop.is_set():
             skip, self._skip_to = self._skip_to, None
             if skip is not None:
-                k = max(k, int(np.searchsorted(at, skip)))
+                k = max(k, int(search(at, skip)))
                 continue
             frontier = self.core.reading_from()
             base = max(0 if frontier == _NO_POSITION else frontier, int(self.state.wanted[0]))

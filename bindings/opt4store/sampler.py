@@ -467,7 +467,10 @@ class PlannedSampler(torch.utils.data.Sampler):
         index) at positions[i] (increasing); replan(read) re-plans that
         store from own read `read` on after each load_state_dict. Store.bind
         calls it."""
-        positions = np.asarray(positions, dtype=np.int64)
+        positions = np.asarray(positions)  # its dtype kept: a /dev/shm map is not copied
+        if positions.dtype.kind not in "iu" or positions.ndim != 1:
+            raise InvalidArgumentError(f"positions must be a 1-d integer array, not "
+                                       f"{positions.dtype} of shape {positions.shape}")
         if len(positions) != self.epochs * self.epoch_length:
             raise InvalidArgumentError(f"{len(positions)} positions for a plan of "
                                        f"{self.epochs * self.epoch_length} reads")

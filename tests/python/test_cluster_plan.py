@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from opt4store import _cluster_plan
 from opt4store._cluster_plan import HostPlan, RankOrders, home_of
 from test_cluster import BATCH, EPOCHS, HOSTS, N, WINDOW, cluster_orders
 
@@ -56,12 +57,25 @@ def test_host_plan_lists_every_read_once_in_lockstep_order():
     assert np.array_equal(served, (homes != np.arange(HOSTS)[:, None]).astype(int))
 
 
+def plan_columns(plan):
+    """Every array a HostPlan keeps, by name."""
+    columns = {f"arrivals[{k}]": a for k, a in enumerate(plan.arrivals)}
+    columns.update({name: value for name, value in vars(plan).items()
+                    if isinstance(value, np.ndarray)})
+    return columns
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["32-bit", "64-bit"])
 @pytest.mark.parametrize("local_world,window", [(1, WINDOW), (2, 3), (1, 150), (2, 0)])
-def test_a_plan_built_an_epoch_at_a_time_equals_the_whole_run_sorted_at_once(local_world,
-                                                                             window):
+def test_a_plan_built_an_epoch_at_a_time_equals_the_whole_run_sorted_at_once(
+        monkeypatch, local_world, window, wide):
     """HostPlan keeps no rank's whole order: it sorts each epoch's events,
     carrying those a later epoch's may precede (a window of steps; 150 is
-    more than an epoch's 64). The reference sorts the whole run at once."""
+    more than an epoch's 64). The reference sorts the whole run at once.
+    Its columns are 32-bit where they fit; 64-bit (a run past 2**31
+    positions a host), forced here, gives the same plan."""
+    if wide:
+        monkeypatch.setattr(_cluster_plan, "index_dtype", lambda bound: np.int64)
     orders = cluster_orders()
     world, reads = orders.shape
     hosts = world // local_world
@@ -91,6 +105,30 @@ def test_a_plan_built_an_epoch_at_a_time_equals_the_whole_run_sorted_at_once(loc
         for r in range(local_world):
             mine = (kind[order] == 2) & (who[order] == host * local_world + r)
             assert np.array_equal(plan.own_positions[r], np.flatnonzero(mine))
+        widths = {name: a.dtype.itemsize for name, a in plan_columns(plan).items()}
+        ranks_and_homes = ("_serve_rank", "arrivals[3]", "arrivals[4]")  # always 32-bit
+        assert widths == {name: 4 if name in ranks_and_homes or not wide else 8
+                          for name in widths}, widths
+
+
+def test_search_finds_as_numpy_does_with_keys_of_any_integer_type():
+    """search() casts the keys to the column's dtype (numpy would copy the
+    whole column for each call otherwise); the answers stay numpy's over
+    int64, for keys inside, below and above the column's range."""
+    values = np.array([-1, 0, 3, 3, 7, 2**31 - 2], np.int64)
+    keys = [-2**40, -2, -1, 0, 2, 3, 4, 7, 8, 2**31 - 2, 2**31 - 1, 2**31, 2**40, 2**63 - 1]
+    for dtype in (np.int32, np.int64):
+        column = values.astype(dtype)
+        for side in ("left", "right"):
+            want = np.searchsorted(values, np.array(keys, np.int64), side=side)
+            assert np.array_equal(_cluster_plan.search(column, keys, side), want)
+            for key, k in zip(keys, want.tolist()):
+                assert int(_cluster_plan.search(column, key, side)) == k
+            unsigned = [k for k in keys if k >= 0] + [2**64 - 1]  # NO_POSITION
+            want = np.searchsorted(values.astype(np.float64), np.array(unsigned, np.float64),
+                                   side=side)
+            got = _cluster_plan.search(column, np.array(unsigned, np.uint64), side)
+            assert np.array_equal(got, want)
 
 
 def test_a_resumed_plan_starts_at_the_serves_and_arrivals_for_the_resumed_read():
