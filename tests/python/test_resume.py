@@ -315,3 +315,37 @@ def test_one_checkpoint_restores_every_ddp_rank():
             torch.utils.data.distributed.DistributedSampler(range(N), num_replicas=2, rank=1,
                                                             seed=4), epochs=EPOCHS)
         other_seed.load_state_dict(saved)
+
+
+@pytest.mark.parametrize("disk", [0, "16MiB"], ids=["ram-only", "disk"])
+def test_a_rollback_in_the_same_process_reads_from_ram(tmp_path, counter, disk):
+    """A loop that goes back to its last checkpoint (loader.load_state_dict
+    mid-epoch, persistent fork workers alive) re-plans the store; what RAM
+    holds stays (SetPlan keeps it as OPT would), so with room for every
+    item nothing is loaded again, from the source or the disk tier, and
+    every value is right."""
+    store = opt4store.Store(tmp_path / "store", ram_items=N, disk=disk)
+    sampler = make_sampler(epochs=EPOCHS)
+    ds = opt4store.CachedDataset(UniformDataset(N, counter=counter), store, sampler)
+    loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=2,
+                                  multiprocessing_context="fork", persistent_workers=True)
+    try:
+        for _ in loader:
+            pass
+        checkpoint = loader.state_dict()  # epoch 1, index 0
+        for k, _ in enumerate(loader):
+            if k == 4:
+                break
+        assert counter.count == N
+        loader.load_state_dict(checkpoint)
+        for epoch in range(1, EPOCHS):
+            wrong = check_epoch(loader, sampler.plan, epoch, N, BATCH, uniform_item,
+                                stacked=True)
+            assert wrong == [], wrong[:3]
+        stats = store.stats()
+        assert counter.count == N, f"{counter.count - N} loaded again after the rollback"
+        assert stats["hits_disk"] == 0, stats
+        assert stats["hits_ram"] == (EPOCHS - 1) * N + 5 * BATCH, stats
+    finally:
+        del loader
+        store.close()
