@@ -196,6 +196,20 @@ def check_epoch(batches, plan, epoch, epoch_length, batch_size, expected_fn, sta
     return wrong
 
 
+def epoch_then_part_of_the_next(loader, state_dict, batches):
+    """Reads an epoch of `loader`, saves state_dict() (a checkpoint at the
+    next epoch's start), then reads `batches` batches of the next epoch and
+    stops: where a loop that rolls back to its checkpoint stands. Returns
+    the checkpoint."""
+    for _ in loader:
+        pass
+    checkpoint = state_dict()
+    for k, _ in enumerate(loader):
+        if k + 1 == batches:
+            break
+    return checkpoint
+
+
 # ---------------------------------------------------------------- offline Belady
 
 

@@ -10,7 +10,7 @@ import torch.utils.data
 
 import opt4store
 from o4s_testlib import (UniformDataset, belady_hits, belady_hits_scan, check_epoch,
-                         optimal_hits_exhaustive, uniform_item)
+                         epoch_then_part_of_the_next, optimal_hits_exhaustive, uniform_item)
 
 N = 150
 EPOCHS = 4
@@ -91,12 +91,7 @@ def test_rollback_in_process_keeps_ram(tmp_path, counter, capacity):
     ds = opt4store.CachedDataset(UniformDataset(N, counter=counter), store, sampler)
     loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=0)
     try:
-        for _ in loader:
-            pass
-        checkpoint = sampler.state_dict()  # epoch 1, index 0
-        for k, _ in enumerate(loader):
-            if k == 6:
-                break
+        checkpoint = epoch_then_part_of_the_next(loader, sampler.state_dict, 7)
         in_ram = [i for i in range(N) if store.peek(i) is not None]
         assert 0 < len(in_ram) <= capacity
         sampler.load_state_dict(checkpoint)

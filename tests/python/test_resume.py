@@ -12,7 +12,7 @@ import torch.utils.data
 
 import opt4store
 from opt4store import _core
-from o4s_testlib import UniformDataset, check_epoch, uniform_item
+from o4s_testlib import UniformDataset, check_epoch, epoch_then_part_of_the_next, uniform_item
 
 N = 100
 BATCH = 10
@@ -330,12 +330,7 @@ def test_a_rollback_in_the_same_process_reads_from_ram(tmp_path, counter, disk):
     loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=2,
                                   multiprocessing_context="fork", persistent_workers=True)
     try:
-        for _ in loader:
-            pass
-        checkpoint = loader.state_dict()  # epoch 1, index 0
-        for k, _ in enumerate(loader):
-            if k == 4:
-                break
+        checkpoint = epoch_then_part_of_the_next(loader, loader.state_dict, 5)
         assert counter.count == N
         loader.load_state_dict(checkpoint)
         for epoch in range(1, EPOCHS):
