@@ -30,7 +30,8 @@ PACKAGES=(
   fio
 )
 
-log() { printf '[build.sh] %s\n' "$*" >&2; }
+# Each line with the UTC time: a CI log then shows where its minutes went.
+log() { printf '[build.sh] %s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { printf '[build.sh] error: %s\n' "$*" >&2; exit 1; }
 
 setup() {
