@@ -245,7 +245,7 @@ class Store {
   // soonest, within the budget; those it never reads again leave). So a
   // rollback to a checkpoint, or a new sampler, in the same process finds
   // the items RAM already holds. The disk tier keeps everything. The plan's
-  // dataset size must match. On error nothing changed.
+  // dataset size must match.
   Status SetPlan(const PlanSpec& plan, uint64_t start_position = 0);
   // Appends the next whole epochs of an open explicit plan (PlanSpec::
   // total_epochs), which the current plan must be: the RAM tier and the
