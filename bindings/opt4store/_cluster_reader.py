@@ -63,10 +63,22 @@ def remove_orphans():
 
 def _reader_arrays(plan, epoch_length):
     """The readers' part of HostPlan `plan`, in _READER_PLAN's order, in
-    the plan's own (32-bit where they fit) dtypes."""
+    the plan's own (32-bit where they fit) dtypes, the arrivals' homes and
+    epochs in 16 bits where they fit."""
     _, reads, items, homes, _, read_index = plan.arrivals
-    return (plan.own_positions, reads, items, homes,
-            (read_index // max(1, epoch_length)).astype(np.int32))
+    epochs = read_index // max(1, epoch_length)
+    return (plan.own_positions, reads, items, _short(homes, plan.hosts),
+            _short(epochs, int(epochs[-1]) + 1 if len(epochs) else 0))
+
+
+def _short(array, bound):
+    """array (values in [0, bound)) as int16 where bound fits in it."""
+    return array.astype(np.int16 if bound <= np.iinfo(np.int16).max else np.int32)
+
+
+def state_bytes(hosts, arrivals):
+    """The size of a host's state file (ClusterState)."""
+    return (1 + hosts) * 8 + arrivals
 
 
 def write_reader_plan(path, plan, epoch_length):
@@ -92,7 +104,7 @@ def create_host_files(path, plan, epoch_length, hosts):
         for name in glob.glob(f"{glob.escape(path)}*.{os.getpid()}.tmp*"):
             os.remove(name)
         need = sum(a.nbytes for a in _reader_arrays(plan, epoch_length)) + \
-            (1 + hosts + len(plan.arrivals[0])) * 8  # and the state's words
+            state_bytes(hosts, len(plan.arrivals[0]))
         folder = os.statvfs(os.path.dirname(path) or ".")
         full = e.errno in (errno.ENOSPC, errno.EDQUOT) or \
             folder.f_bavail * folder.f_frsize < need  # numpy's short writes carry no errno
@@ -119,22 +131,25 @@ def remove_files(path):
 
 class ClusterState:
     """The host's shared state (see opt4store/cluster.py): int64 words, the
-    highest read position a reader waits for an arrival at, per host 0
-    (alive) or 1 + the epoch its items have new homes from (lost), per
-    arrival 0 (not yet), 1 (in the store) or 2 (load it from the source)."""
+    highest read position a reader waits for an arrival at and, per host, 0
+    (alive) or 1 + the epoch its items have new homes from (lost); then a
+    byte per arrival, 0 (not yet), 1 (in the store) or 2 (load it from the
+    source). Each value has one writer, a plain store the others read."""
 
     def __init__(self, path, hosts, arrivals, create=False):
         self.path, self.hosts, self.arrivals = path, hosts, arrivals
-        words = 1 + hosts + arrivals
+        words = 1 + hosts
         if create:
-            initial = np.zeros(words, np.int64)
+            # Zeros written, not a sparse file: a /dev/shm too small fails
+            # here, not with SIGBUS at a reader's first touch of a page.
             temporary = f"{path}.{os.getpid()}.tmp"
-            initial.tofile(temporary)
+            np.zeros(state_bytes(hosts, arrivals), np.uint8).tofile(temporary)
             os.replace(temporary, path)
         self.words = np.memmap(path, dtype=np.int64, mode="r+", shape=(words,))
         self.wanted = self.words[0:1]
         self.gone = self.words[1:1 + hosts]
-        self.arrived = self.words[1 + hosts:]
+        self.arrived = np.memmap(path, dtype=np.uint8, mode="r+", offset=words * 8,
+                                 shape=(arrivals,)) if arrivals else np.zeros(0, np.uint8)
 
     def remove(self):
         remove_files(self.path)
@@ -225,4 +240,4 @@ class ClusterReader:
         """Whether arrival k will not come: its first home is lost, and this
         host re-homes that host's items only from a later epoch on."""
         lost = int(gone[self.home_of_arrival(k)])
-        return lost != 0 and self.arrival_epochs[k] < lost - 1
+        return lost != 0 and int(self.arrival_epochs[k]) < lost - 1

@@ -200,7 +200,7 @@ from opt4store._cluster_plan import HostPlan
 from opt4store._cluster_reader import create_host_files
 
 mnt = sys.argv[1]
-n = 64000  # 16000 own reads a host, about 1 MiB of files: more than the tmpfs holds
+n = 256000  # 64000 own reads a host, about 0.9 MiB of files: more than the tmpfs holds
 orders = np.random.default_rng(3).permutation(n).reshape(4, -1)
 plan = HostPlan(orders, 1, 4, 1, 8, n)
 try:
