@@ -91,7 +91,8 @@ cxx_bench() {  # cxx_bench NAME [ARGS...]: BUILD_DIR/bench/NAME -> OUT_DIR/NAME.
   local name=$1; shift
   rm -f "$OUT_DIR/$name.json" "$OUT_DIR/$name.txt"  # never report a stale run
   if [ ! -x "$BUILD_DIR/bench/$name" ]; then
-    echo "suite.sh: $BUILD_DIR/bench/$name not built (cmake --build $BUILD_DIR --target $name)" >&2
+    echo "suite.sh: $BUILD_DIR/bench/$name not built (./build.sh bench builds the benchmarks;" \
+         "./build.sh test leaves them out)" >&2
     return 127
   fi
   "$BUILD_DIR/bench/$name" "${QUICK[@]}" "$@" --json "$OUT_DIR/$name.json" | tee "$OUT_DIR/$name.txt"
