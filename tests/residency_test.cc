@@ -438,6 +438,34 @@ TEST_CASE("Residency: a new plan keeps what RAM holds as OPT would have", "[resi
     CHECK(tiers.ram == std::set<ItemId>(soonest.begin(), soonest.end()));
     for (ItemId id : soonest) CHECK(r.Keep(id));
   }
+  SECTION("a budget in bytes: the ones read soonest that fit stay") {
+    ResidencyOptions by_bytes = o;
+    by_bytes.ram_items = 0;
+    by_bytes.ram = 5000;  // the ids 0-99 take 10 + id bytes each: 5950 in all
+    Residency rb(by_bytes, &tiers);
+    std::vector<ItemId> in_ram;
+    for (ItemId id = 0; id < 100; ++id) {
+      in_ram.push_back(id);
+      rb.NoteSize(id, 10 + id);
+    }
+    tiers.ram.insert(in_ram.begin(), in_ram.end());
+    REQUIRE(rb.SetPlan(next, 0, in_ram).ok());
+    // OPT's bypass rule: by first read, each id that still fits stays; the
+    // first that does not would displace only ids read sooner, so it goes.
+    std::vector<ItemId> by_read = in_ram;
+    std::sort(by_read.begin(), by_read.end(),
+              [&](ItemId a, ItemId b) { return first_read(a) < first_read(b); });
+    std::set<ItemId> want;
+    uint64_t used = 0;
+    for (ItemId id : by_read) {
+      if (used + 10 + id > by_bytes.ram) continue;
+      used += 10 + id;
+      want.insert(id);
+    }
+    CHECK(tiers.ram == want);
+    CHECK(used <= by_bytes.ram);
+    CHECK(want.size() < in_ram.size());
+  }
   SECTION("an empty RAM tier starts empty, as before") {
     REQUIRE(r.SetPlan(next, 0, {}).ok());
     CHECK(tiers.ram.empty());
