@@ -68,7 +68,7 @@ def _reader_arrays(plan, epoch_length):
     _, reads, items, homes, _, read_index = plan.arrivals
     epochs = read_index // max(1, epoch_length)
     return (plan.own_positions, reads, items, _short(homes, plan.hosts),
-            _short(epochs, int(epochs[-1]) + 1 if len(epochs) else 0))
+            _short(epochs, int(epochs.max()) + 1 if len(epochs) else 0))
 
 
 def _short(array, bound):
