@@ -108,3 +108,38 @@ def test_rollback_in_process_keeps_ram(tmp_path, counter, capacity):
             assert counter.count == 0
     finally:
         store.close()
+
+
+def test_another_sampler_bound_to_the_store_finds_what_ram_holds(tmp_path, counter):
+    """A switch to another sampler mid-run (a curriculum's next stage: a
+    third of the items, another seed) over the same store: binding it
+    re-plans the store, and what RAM holds stays where the new plan reads
+    it, so the new stage loads nothing RAM has. (RAM holds what the old plan
+    still had to read: at a plan's end, OPT has kept nothing in RAM, and
+    only a disk tier carries values over.)"""
+    store = opt4store.Store(tmp_path / "store", ram_items=N, disk=0)
+    ds = UniformDataset(N, counter=counter)
+    first = opt4store.PlannedSampler(base_sampler("shuffled", 1), epochs=2)
+    loader = torch.utils.data.DataLoader(opt4store.CachedDataset(ds, store, first),
+                                         sampler=first, batch_size=BATCH)
+    try:
+        for _ in loader:  # epoch 1 of 2: every item is read again, so RAM keeps all
+            pass
+        assert counter.count == N
+        subset = list(range(0, N, 3))
+        second = opt4store.PlannedSampler(
+            torch.utils.data.SubsetRandomSampler(subset,
+                                                 generator=torch.Generator().manual_seed(2)),
+            epochs=2)
+        loader = torch.utils.data.DataLoader(opt4store.CachedDataset(ds, store, second),
+                                             sampler=second, batch_size=BATCH)
+        # The items the new plan never reads left RAM; the others stayed.
+        assert [i for i in range(N) if store.peek(i) is not None] == subset
+        counter.reset()  # the new CachedDataset's spot check loaded 2 items to compare
+        for epoch in range(2):
+            wrong = check_epoch(loader, second.plan, epoch, len(subset), BATCH, uniform_item,
+                                stacked=True)
+            assert wrong == [], wrong[:3]
+        assert counter.count == 0, f"{counter.count} loaded again in the new stage"
+    finally:
+        store.close()

@@ -243,8 +243,10 @@ class Store {
   // The RAM tier keeps what the new plan's policy would keep of it, had the
   // policy just read each item it holds (with opt: those the new plan reads
   // soonest, within the budget; those it never reads again leave). So a
-  // rollback to a checkpoint, or a new sampler, in the same process finds
-  // the items RAM already holds. The disk tier keeps everything. The plan's
+  // rollback to a checkpoint, or a new sampler mid-run, in the same process
+  // finds the items RAM already holds (what the old plan still had to
+  // read: at a plan's end RAM holds nothing, and the disk tier carries
+  // values over). The disk tier keeps everything. The plan's
   // dataset size must match.
   Status SetPlan(const PlanSpec& plan, uint64_t start_position = 0);
   // Appends the next whole epochs of an open explicit plan (PlanSpec::
