@@ -124,6 +124,9 @@ def test_search_finds_as_numpy_does_with_keys_of_any_integer_type():
             assert np.array_equal(_cluster_plan.search(column, keys, side), want)
             for key, k in zip(keys, want.tolist()):
                 assert int(_cluster_plan.search(column, key, side)) == k
+                if key >= 0:  # a numpy scalar takes the same path as a Python int
+                    assert int(_cluster_plan.search(column, np.uint64(key), side)) == k
+            assert int(_cluster_plan.search(column, np.uint64(2**64 - 1), side)) == len(values)
             unsigned = [k for k in keys if k >= 0] + [2**64 - 1]  # NO_POSITION
             want = np.searchsorted(values.astype(np.float64), np.array(unsigned, np.float64),
                                    side=side)
