@@ -27,12 +27,17 @@ import numpy as np
 SERVE, ARRIVAL, OWN = 0, 1, 2
 
 
-def index_dtype(bound):
-    """int32 for values in [-1, bound) where bound fits in it, else int64.
-    A host plan's columns (positions, store ids, reads, items) fit in 32
-    bits in any run short of 2**31 positions a host (ImageNet's 90 epochs
-    on 8 hosts: about 40M), and take half the memory and /dev/shm there."""
-    return np.int32 if bound <= np.iinfo(np.int32).max else np.int64
+def index_dtype(bound, narrowest=np.int32):
+    """The narrowest signed dtype, from `narrowest` on, for values in
+    [-1, bound). A host plan's columns (positions, store ids, reads, items)
+    fit in 32 bits in any run short of 2**31 positions a host (ImageNet's
+    90 epochs on 8 hosts: about 40M), and take half the memory and /dev/shm
+    there."""
+    for dtype in (np.int16, np.int32):
+        if np.dtype(dtype).itemsize >= np.dtype(narrowest).itemsize and \
+                bound <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
 
 
 _INFO = {}  # dtype -> np.iinfo

@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from ._cluster_plan import search
+from ._cluster_plan import index_dtype, search
 from ._errors import IOError_, NoSpaceError
 from .distributed import pid_alive
 
@@ -67,13 +67,8 @@ def _reader_arrays(plan, epoch_length):
     epochs in 16 bits where they fit."""
     _, reads, items, homes, _, read_index = plan.arrivals
     epochs = read_index // max(1, epoch_length)
-    return (plan.own_positions, reads, items, _short(homes, plan.hosts),
-            _short(epochs, int(epochs.max()) + 1 if len(epochs) else 0))
-
-
-def _short(array, bound):
-    """array (values in [0, bound)) as int16 where bound fits in it."""
-    return array.astype(np.int16 if bound <= np.iinfo(np.int16).max else np.int32)
+    return (plan.own_positions, reads, items, homes.astype(index_dtype(plan.hosts, np.int16)),
+            epochs.astype(index_dtype(int(epochs.max()) + 1 if len(epochs) else 0, np.int16)))
 
 
 def state_bytes(hosts, arrivals):
