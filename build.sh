@@ -132,8 +132,8 @@ checking_builds() {
 
 # The analysis runs in clang's front end and nothing of this build is linked
 # or run, so each translation unit of the libraries, the CLI (their unity
-# batches) and the benchmarks goes through clang++ -fsyntax-only as CMake would compile it
-# (compile_commands.json), JOBS at a time. -beta makes clang 14 check the
+# batches) and the benchmarks goes through clang++ -fsyntax-only as CMake
+# would compile it (compile_commands.json), JOBS at a time. -beta makes clang 14 check the
 # declared lock orders (ACQUIRED_BEFORE). A violation planted in a unity
 # batch (a GUARDED_BY member read without its mutex) fails it.
 thread_safety_check() {

@@ -160,16 +160,14 @@ bench_parts() {
   local dir=$1 images=$2 failed=0
   local run=("$PYTHON" bench/gpu_bench.py --dir /var/tmp/opt4store-gpu --images "$images"
              --configs no_cache,opt_disk_prefetch)
+  part() { "${run[@]}" "$@" || failed=1; }
   {
-    "${run[@]}" --settings standard --models resnet50 --workers 0 --json "$dir/resnet50-0.json" \
-      || failed=1
-    "${run[@]}" --settings standard --models resnet50 --workers 8 --json "$dir/resnet50-8.json" \
-      || failed=1
-    "${run[@]}" --heavy --json "$dir/heavy.json" || failed=1
-    "${run[@]}" --settings standard --models mobilenetv3_small_100 --workers 0 \
-      --json "$dir/mobilenet-0.json" || failed=1
-    "${run[@]}" --settings standard --models vit_base_patch16_224 --workers 0 \
-      --json "$dir/vit-0.json" || failed=1
+    part --settings standard --models resnet50 --workers 0 --json "$dir/resnet50-0.json"
+    part --settings standard --models resnet50 --workers 8 --json "$dir/resnet50-8.json"
+    part --heavy --json "$dir/heavy.json"
+    part --settings standard --models mobilenetv3_small_100 --workers 0 \
+      --json "$dir/mobilenet-0.json"
+    part --settings standard --models vit_base_patch16_224 --workers 0 --json "$dir/vit-0.json"
   } >"$dir/bench.log" 2>&1
   [ "$failed" -eq 0 ] || log "a part of the benchmark failed (bench.log)"
   return "$failed"
