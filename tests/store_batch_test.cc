@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
@@ -264,6 +265,77 @@ TEST_CASE("a new epoch's reader waits for Puts of the last epoch the owner has n
   close(worker.fd);
   CHECK(misses == 0);
   CHECK(store->Stats().expect_timeouts == 0);
+  REQUIRE(store->Close().ok());
+}
+
+TEST_CASE("a reader ahead of a lagging planner has its position planned, not loads twice",
+          "[store_batch]") {
+  // A worker reads and Puts all of epoch 1 while the owner's planner is
+  // held (a planner that lags: under load a CI run's worker began before
+  // the planner had run at all), then reads epoch 2, whose ids epoch 1
+  // loaded. With nothing planned, no reader is expected to Put them: one
+  // that does not ask for its position to be planned loads each again
+  // (before the fix: n misses). Epoch 1's first reads must not wait for
+  // the held planner: nothing read them before.
+  ScratchStore scratch;
+  const uint64_t n = 60;
+  auto plan = std::make_shared<std::vector<ItemId>>();
+  for (uint64_t p = 0; p < 2 * n; ++p) {
+    plan->push_back(static_cast<ItemId>(p < n ? p : 2 * n - 1 - p));
+  }
+  std::atomic<bool> hold{true};
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.ram_items = n;
+  o.disk = 0;
+  o.plan = PlanSpec{};
+  o.plan->kind = SamplerKind::kExplicit;
+  o.plan->ids = plan;
+  o.plan->epoch_length = n;
+  o.planner_turn_for_testing = [&hold] {
+    for (int ms = 0; ms < 10000 && hold.load(); ++ms) usleep(1000);
+  };
+  WaitingChild worker = ForkWaitingChild([&](int fd, const std::string& handle) {
+    std::unique_ptr<Store> store;
+    if (!Store::Attach(handle, &store).ok()) return 4;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t p = 0; p < n; ++p) {
+      StringSink sink;
+      const ItemId id = (*plan)[p];
+      if (!store->Get(p, id, &sink).IsNotFound()) return 2;
+      if (!store->Put(p, id, SampleMeta(id), SamplePayload(id, {})).ok()) return 3;
+    }
+    const double epoch1_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (write(fd, &epoch1_s, sizeof epoch1_s) != sizeof epoch1_s) return 5;
+    uint64_t misses = 0;
+    for (uint64_t p = n; p < 2 * n; ++p) {
+      StringSink sink;
+      const ItemId id = (*plan)[p];
+      if (store->Get(p, id, &sink).IsNotFound()) {
+        ++misses;
+        if (!store->Put(p, id, SampleMeta(id), SamplePayload(id, {})).ok()) return 3;
+      }
+    }
+    return write(fd, &misses, sizeof misses) == sizeof misses ? 0 : 5;
+  });
+  std::unique_ptr<Store> store;
+  REQUIRE(Store::Open(o, scratch.path(), &store).ok());
+  REQUIRE(Go(&worker, store->handle()));
+  double epoch1_s = 99;
+  REQUIRE(read(worker.fd, &epoch1_s, sizeof epoch1_s) == sizeof epoch1_s);
+  CHECK(store->Stats().planned_positions == 0);  // the planner was held throughout
+  usleep(200 * 1000);  // the worker is at epoch 2 now, the planner still held
+  hold.store(false);
+  uint64_t misses = 1;
+  REQUIRE(read(worker.fd, &misses, sizeof misses) == sizeof misses);
+  REQUIRE(WEXITSTATUS(Reap(worker.pid)) == 0);
+  close(worker.fd);
+  CHECK(epoch1_s < 1.0);  // a wait for the held planner would take 2 s a read
+  CHECK(misses == 0);
+  const StoreStats st = store->Stats();
+  CHECK(st.expect_timeouts == 0);
+  CHECK(st.source_loads == n);
   REQUIRE(store->Close().ok());
 }
 

@@ -7,14 +7,20 @@ namespace opt4store {
 namespace {
 
 constexpr uint64_t kMagic = 0x6f707434637472ull;  // "opt4ctr"
-// 3: the disk tier's gauges; 4: sync_every, the last write error; 5: record places
-constexpr uint32_t kVersion = 6;
+// 3: the disk tier's gauges; 4: sync_every, the last write error; 5: record
+// places; 7: plan asks and missed bits
+constexpr uint32_t kVersion = 7;
 
 uint64_t RingOffset() { return (sizeof(ControlBlock::Header) + 4095) & ~uint64_t{4095}; }
 uint64_t BitsOffset() { return RingOffset() + ControlBlock::kRingSize * 8; }
 uint64_t BitmapBytes(uint64_t dataset_size) { return ((dataset_size + 63) / 64) * 8; }
+// The on-disk bits, the missed bits, the expected positions, the places.
+uint64_t MissedOffset(uint64_t dataset_size) { return BitsOffset() + BitmapBytes(dataset_size); }
+uint64_t ExpectedOffset(uint64_t dataset_size) {
+  return MissedOffset(dataset_size) + BitmapBytes(dataset_size);
+}
 uint64_t PlacesOffset(uint64_t dataset_size) {
-  return BitsOffset() + BitmapBytes(dataset_size) + 8 * dataset_size;
+  return ExpectedOffset(dataset_size) + 8 * dataset_size;
 }
 uint64_t TotalBytes(uint64_t dataset_size) { return PlacesOffset(dataset_size) + 16 * dataset_size; }
 
@@ -79,8 +85,10 @@ Status ControlBlock::Layout(bool create) {
   }
   ring_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + RingOffset());
   on_disk_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + BitsOffset());
-  expected_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + BitsOffset() +
-                                                       BitmapBytes(header_->dataset_size));
+  missed_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() +
+                                                     MissedOffset(header_->dataset_size));
+  expected_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() +
+                                                       ExpectedOffset(header_->dataset_size));
   places_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() +
                                                      PlacesOffset(header_->dataset_size));
   // The segment arrives zero-filled: every slot empty, no bit set.
@@ -125,6 +133,12 @@ void ControlBlock::SetOnDisk(ItemId id, bool on) {
     on_disk_[id >> 6].fetch_and(~bit, std::memory_order_release);
     ClearPlace(id);
   }
+}
+
+void ControlBlock::ClearMissed() {
+  const uint64_t words = BitmapBytes(header_->dataset_size) / 8;
+  for (uint64_t w = 0; w < words; ++w) missed_[w].store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
 }
 
 // Word 0: segment << 32 | offset, 0 for none; word 1: length << 32 | crc.

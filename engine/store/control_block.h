@@ -61,7 +61,8 @@ struct SharedCounters {
   std::atomic<uint64_t> fetch_requests{0};
   std::atomic<uint64_t> fetch_timeouts{0};
   std::atomic<uint64_t> expect_waits{0};     // misses that waited for another reader's Put
-  std::atomic<uint64_t> expect_timeouts{0};  // ... in vain
+  std::atomic<uint64_t> plan_waits{0};       // misses that waited for the owner's planner
+  std::atomic<uint64_t> expect_timeouts{0};  // either, in vain
   // A cluster store's traffic with other hosts (Store::CountPeerTraffic).
   std::atomic<uint64_t> peer_hits{0};
   std::atomic<uint64_t> peer_bytes_in{0};
@@ -134,6 +135,12 @@ class ControlBlock {
     alignas(64) std::atomic<uint64_t> frontier;    // owner: lowest unconsumed position
     std::atomic<uint64_t> plan_generation;         // owner: bumped by each new plan
     alignas(64) std::atomic<uint64_t> high_water;  // readers: highest consumed + 1
+    // A reader that misses an item some reader missed before it asks the
+    // owner to plan through its position, to learn whether that reader's
+    // Put is coming (Store::Impl::AwaitPlanned). Reset with each plan.
+    alignas(64) std::atomic<uint64_t> planned;  // owner: Residency::planned()
+    std::atomic<uint64_t> plan_asked;           // readers: the highest position asked + 1
+    std::atomic<uint64_t> plan_answered;        // owner: the plan_asked it last planned for
     alignas(64) std::atomic<uint32_t> owner_closed;
     // Bit k: warning kind k was issued by some process of this store.
     std::atomic<uint64_t> warned;
@@ -182,6 +189,17 @@ class ControlBlock {
     return (on_disk_[id >> 6].load(std::memory_order_acquire) >> (id & 63)) & 1;
   }
 
+  // ---- missed bits (any process writes): a reader missed the item at some
+  // position of the current plan, so its Put may be on the way.
+
+  void SetMissed(ItemId id) {
+    missed_[id >> 6].fetch_or(uint64_t{1} << (id & 63), std::memory_order_release);
+  }
+  bool Missed(ItemId id) const {
+    return (missed_[id >> 6].load(std::memory_order_acquire) >> (id & 63)) & 1;
+  }
+  void ClearMissed();  // owner, at a new plan
+
   // ---- expected bits (owner writes)
 
   void SetExpected(ItemId id, uint64_t position) {
@@ -213,6 +231,7 @@ class ControlBlock {
   Header* header_ = nullptr;
   std::atomic<uint64_t>* ring_ = nullptr;
   std::atomic<uint64_t>* on_disk_ = nullptr;
+  std::atomic<uint64_t>* missed_ = nullptr;
   std::atomic<uint64_t>* expected_ = nullptr;
   std::atomic<uint64_t>* places_ = nullptr;  // 2 words per id
 };

@@ -25,6 +25,20 @@ void Store::Impl::AdvanceFrontierLocked() {
 void Store::Impl::PlanAheadLocked(uint64_t limit, uint64_t force_through) {
   residency_->PlanAhead(limit, force_through,
                         ctl_->header()->high_water.load(std::memory_order_acquire));
+  ctl_->header()->planned.store(residency_->planned(), std::memory_order_release);
+}
+
+void Store::Impl::AnswerPlanAsks() {
+  ControlBlock::Header* h = ctl_->header();
+  const uint64_t asked = h->plan_asked.load(std::memory_order_acquire);
+  if (asked <= h->plan_answered.load(std::memory_order_relaxed)) return;
+  {
+    MutexLock lock(&mu_);
+    AdvanceFrontierLocked();
+    // Forced as the readers' high water is: they are there already.
+    PlanAheadLocked(asked, asked);
+  }
+  h->plan_answered.store(asked, std::memory_order_release);
 }
 
 // The tiers as the Residency sees them.
@@ -231,6 +245,8 @@ bool Store::Impl::DrainWrites() {
 void Store::Impl::PlannerLoop() {
   std::vector<ItemId> batch;
   while (!stop_.load(std::memory_order_acquire)) {
+    if (options_.planner_turn_for_testing) options_.planner_turn_for_testing();
+    AnswerPlanAsks();  // first: readers wait for it
     bool busy = DrainQueue();
     busy = DrainWrites() || busy;
     {

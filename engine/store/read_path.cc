@@ -21,6 +21,16 @@
 
 namespace opt4store {
 
+namespace {
+
+// A wait on another process's progress: 20 us, doubling up to 2 ms.
+void Backoff(int64_t* us) {
+  std::this_thread::sleep_for(std::chrono::microseconds(*us));
+  *us = std::min<int64_t>(*us * 2, 2000);
+}
+
+}  // namespace
+
 Status CopyToSink(ReadSink* sink, std::string_view meta, std::string_view payload) {
   void* meta_dst = nullptr;
   void* payload_dst = nullptr;
@@ -56,6 +66,36 @@ Status Store::Impl::WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms,
 bool Store::Impl::InEarlierEpoch(uint64_t from, uint64_t position) const {
   const uint64_t length = ctl_->gauges().epoch_length.load(std::memory_order_relaxed);
   return from > 0 && length > 0 && from / length < position / length;
+}
+
+void Store::Impl::CountExpectTimeout() {
+  ctl_->counters().expect_timeouts.fetch_add(1, std::memory_order_relaxed);
+  if (expect_timeouts_.fetch_add(1) + 1 == kMaxExpectTimeouts) {
+    Warn(kWarnExpect, "readers waited in vain for the owner's planner or for values other "
+                      "readers should have Put; this process stops waiting for them");
+  }
+}
+
+void Store::Impl::AwaitPlanned(uint64_t position) {
+  ControlBlock::Header* h = ctl_->header();
+  auto answered = [&] {
+    return h->planned.load(std::memory_order_acquire) > position ||
+           h->plan_answered.load(std::memory_order_acquire) > position;
+  };
+  if (answered()) return;
+  uint64_t asked = h->plan_asked.load(std::memory_order_relaxed);
+  while (asked < position + 1 &&
+         !h->plan_asked.compare_exchange_weak(asked, position + 1, std::memory_order_acq_rel)) {
+  }
+  ctl_->counters().plan_waits.fetch_add(1, std::memory_order_relaxed);
+  const int64_t deadline = NowNs() + kExpectTimeoutMs * 1000000;
+  for (int64_t us = 20; !answered(); Backoff(&us)) {
+    if (h->owner_closed.load(std::memory_order_acquire) != 0) return;
+    if (NowNs() > deadline) {
+      CountExpectTimeout();
+      return;
+    }
+  }
 }
 
 void Store::Impl::Mark(uint64_t position, ItemId id) {
@@ -182,15 +222,13 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
     return;
   }
   const bool owner = InOwner();
-  if (owner) {
-    uint64_t last = kNoPosition;
-    for (size_t i = 0; i < n; ++i) {
-      if (PlanPosition(positions[i]) && (last == kNoPosition || positions[i] > last)) {
-        last = positions[i];
-      }
+  uint64_t last = kNoPosition;  // the batch's last plan position
+  for (size_t i = 0; i < n; ++i) {
+    if (PlanPosition(positions[i]) && (last == kNoPosition || positions[i] > last)) {
+      last = positions[i];
     }
-    if (last != kNoPosition) SyncPlanning(last);
   }
+  if (owner && last != kNoPosition) SyncPlanning(last);
   SharedCounters& c = ctl_->counters();
   // The batch's RAM hits first, copied on the helpers as well as here
   // (copy_helpers.h); the rest takes the path below, with its waits. Only
@@ -214,6 +252,7 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       !owner && ctl_->header()->owner_closed.load(std::memory_order_acquire) != 0;
   std::vector<size_t> from_disk;
   std::vector<uint64_t> versions;
+  bool plan_awaited = false;  // AwaitPlanned: once a batch
   for (size_t i = 0; i < n; ++i) {
     if (done[i]) continue;
     if (hit[i]) {
@@ -229,6 +268,16 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       // for a prefetch or another reader's Put of an item the disk holds.
       statuses[i] = ReadPlaced(ids[i], sinks[i], &found);
       if (found) where[i] = GetSource::kDisk;
+    }
+    if (statuses[i].ok() && !found && !owner && !owner_gone && !plan_awaited &&
+        PlanPosition(positions[i]) && ctl_->Missed(ids[i]) &&
+        expect_timeouts_.load(std::memory_order_relaxed) < kMaxExpectTimeouts) {
+      // A reader missed it before, and may be loading it: whether the
+      // policy keeps its Put for this read, only the plan says. A planner
+      // that lags (the owner under load) has not stepped either read yet.
+      AwaitPlanned(last);
+      plan_awaited = true;
+      statuses[i] = LookupRam(ids[i], sinks[i], &found);
     }
     if (!statuses[i].ok()) {
       done[i] = 1;
@@ -265,13 +314,7 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       } else {
         c.expect_waits.fetch_add(1, std::memory_order_relaxed);
         statuses[i] = WaitAndRead(ids[i], version, kExpectTimeoutMs, sinks[i], &found);
-        if (!found && ram_->Version(ids[i]) == version) {
-          c.expect_timeouts.fetch_add(1, std::memory_order_relaxed);
-          if (expect_timeouts_.fetch_add(1) + 1 == kMaxExpectTimeouts) {
-            Warn(kWarnExpect, "readers waited in vain for values other readers should have Put; "
-                              "this process stops waiting for them");
-          }
-        }
+        if (!found && ram_->Version(ids[i]) == version) CountExpectTimeout();
       }
       if (!statuses[i].ok()) {
         done[i] = 1;
@@ -356,6 +399,7 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         break;
       case GetSource::kMiss:
         c.source_loads.fetch_add(1, std::memory_order_relaxed);
+        if (PlanPosition(positions[i])) ctl_->SetMissed(ids[i]);
         if (statuses[i].ok()) {
           statuses[i] = Status::NotFound("id " + std::to_string(ids[i]) + " is not in the store");
         }
@@ -397,16 +441,6 @@ Status Store::Impl::Put(uint64_t position, ItemId id, std::string_view meta,
   }
   return s;
 }
-
-namespace {
-
-// A wait on another process's progress: 20 us, doubling up to 2 ms.
-void Backoff(int64_t* us) {
-  std::this_thread::sleep_for(std::chrono::microseconds(*us));
-  *us = std::min<int64_t>(*us * 2, 2000);
-}
-
-}  // namespace
 
 // sync="every" in a reader process. The owner pops a put message only
 // after its disk write (synced, as every one of its writes then) returned,

@@ -125,7 +125,8 @@ class Store::Impl : private ResidencyTiers {
   // ---- owner, under mu_ (owner_service.cc)
   // Moves the frontier over consumed positions and publishes it.
   void AdvanceFrontierLocked() REQUIRES(mu_);
-  // Steps the policy up to `limit` (see Residency::PlanAhead).
+  // Steps the policy up to `limit` (see Residency::PlanAhead), and
+  // publishes how far it planned.
   void PlanAheadLocked(uint64_t limit, uint64_t force_through = 0) REQUIRES(mu_);
   Status InsertRamLocked(ItemId id, std::string_view meta, std::string_view payload)
       REQUIRES(mu_);
@@ -152,6 +153,9 @@ class Store::Impl : private ResidencyTiers {
   void PlannerLoop();
   void StopPlanner();
   void SyncPlanning(uint64_t position);
+  // Plans through the position readers asked for (AwaitPlanned), as far as
+  // the plan and the ring allow, and answers them.
+  void AnswerPlanAsks() EXCLUDES(mu_);
 
   // ---- ResidencyTiers, for residency_ (owner_service.cc); under mu_
   bool InRam(ItemId id) const override;
@@ -176,6 +180,14 @@ class Store::Impl : private ResidencyTiers {
   Status WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms, ReadSink* sink,
                      bool* found);
   void Mark(uint64_t position, ItemId id);
+  // A reader process: returns once the owner has planned through
+  // `position` (or as far as it can), has closed, or kept it waiting
+  // kExpectTimeoutMs (an expect timeout). The plan then says whether a
+  // reader that missed an item before this one is to Put it.
+  void AwaitPlanned(uint64_t position);
+  // Counts a wait for another process that ended in vain, and warns when
+  // this process stops waiting (kMaxExpectTimeouts).
+  void CountExpectTimeout();
   // A reader process's Put with sync="every": returns once the owner has
   // written the value (OK), or why it could not (NoSpace, IOError).
   Status PutDurably(ItemId id, const struct iovec* parts, int num_parts);

@@ -504,6 +504,10 @@ Status Store::Impl::InitPlanLocked(const PlanSpec& spec, uint64_t start,
   start = residency_->frontier();
   const uint64_t total = residency_->total_positions();
   for (uint64_t id = 0; id < dataset_size_; ++id) ctl_->ClearExpected(static_cast<ItemId>(id));
+  ctl_->ClearMissed();
+  ctl_->header()->plan_asked.store(0, std::memory_order_relaxed);
+  ctl_->header()->plan_answered.store(0, std::memory_order_relaxed);
+  ctl_->header()->planned.store(residency_->planned(), std::memory_order_release);
   total_positions_.store(total);
   ctl_->gauges().total_positions.store(total);
   ctl_->gauges().epoch_length.store(residency_->epoch_length());

@@ -107,6 +107,7 @@ void ReadSharedStats(const ControlBlock* ctl, RamTier* ram, StoreStats* st) {
     st->fetch_requests = c.fetch_requests.load();
     st->fetch_timeouts = c.fetch_timeouts.load();
     st->expect_waits = c.expect_waits.load();
+    st->plan_waits = c.plan_waits.load();
     st->expect_timeouts = c.expect_timeouts.load();
     st->peer_hits = c.peer_hits.load();
     st->peer_bytes_in = c.peer_bytes_in.load();

@@ -148,6 +148,9 @@ struct StoreOptions {
   Env* env = nullptr;
   // Tests: a fake /dev/shm free-space probe.
   std::function<Status(const std::string& dir, uint64_t* free_bytes)> shm_free_space_for_testing;
+  // Tests: called by the owner's planner thread at the start of each turn
+  // (a test holds it there to make the planner lag).
+  std::function<void()> planner_turn_for_testing;
 };
 
 // What an open store runs with: its dataset size, its fingerprint and

@@ -45,7 +45,10 @@
   X(reads, uint64_t, fetch_timeouts, kCount, "fetch requests not served in time")                  \
   X(reads, uint64_t, expect_waits, kCount,                                                         \
     "misses that waited for another reader's Put of the same item")                                \
-  X(reads, uint64_t, expect_timeouts, kCount, "expect_waits that gave up after 2 s")               \
+  X(reads, uint64_t, plan_waits, kCount,                                                           \
+    "misses that waited for the owner to plan their position")                                     \
+  X(reads, uint64_t, expect_timeouts, kCount,                                                      \
+    "expect_waits and plan_waits that gave up after 2 s")                                          \
   X(planner, uint64_t, prefetched, kCount, "disk -> RAM reads ahead of the readers")               \
   X(planner, uint64_t, prefetch_bytes, kBytes, "bytes of those reads")                             \
   X(planner, uint64_t, planned_positions, kCount, "positions the policy has stepped")              \
