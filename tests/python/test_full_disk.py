@@ -7,10 +7,6 @@ where the mount is impossible. tests/store_full_disk_test.cc covers the
 same in C++, with more cases."""
 
 import json
-import os
-import shutil
-
-import pytest
 
 from o4s_testlib import child_env, run_on_tmpfs
 
@@ -84,16 +80,8 @@ print(json.dumps({"refused": len(refused), "message": refused[0], "stored": stor
 """
 
 
-def _cli():
-    build = os.environ.get("OPT4STORE_BUILD_DIR")
-    path = os.path.join(build, "tools", "opt4store") if build else shutil.which("opt4store")
-    return path if path and os.path.exists(path) else None
-
-
-def test_full_disk_no_space_error_serving_reopen_and_recovery(tmp_path):
-    cli = _cli()
-    if cli is None:
-        pytest.skip("the opt4store CLI is not built (OPT4STORE_BUILD_DIR)")
+def test_full_disk_no_space_error_serving_reopen_and_recovery(tmp_path, opt4store_cli):
+    cli = opt4store_cli
     mnt = tmp_path / "fs"
     mnt.mkdir()
     env = child_env()
