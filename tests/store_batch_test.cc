@@ -47,6 +47,24 @@ std::unique_ptr<Store> OpenStore(const ScratchStore& scratch, uint64_t ram_items
   return store;
 }
 
+// Two epochs of ids 0..n-1, the second backwards (its first reads are the
+// ids epoch 1 read last), RAM for all n, no disk tier.
+StoreOptions MirroredEpochs(const ScratchStore& scratch, uint64_t n) {
+  auto plan = std::make_shared<std::vector<ItemId>>();
+  for (uint64_t p = 0; p < 2 * n; ++p) {
+    plan->push_back(static_cast<ItemId>(p < n ? p : 2 * n - 1 - p));
+  }
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.ram_items = n;
+  o.disk = 0;
+  o.plan = PlanSpec{};
+  o.plan->kind = SamplerKind::kExplicit;
+  o.plan->ids = plan;
+  o.plan->epoch_length = n;
+  return o;
+}
+
 // Three pieces of a payload (a gap dropped, the last cut short by the end)
 // into three buffers.
 class PieceSink : public ReadSink {
@@ -221,18 +239,8 @@ TEST_CASE("a new epoch's reader waits for Puts of the last epoch the owner has n
   ScratchStore scratch;
   const uint64_t n = 120;
   const ValueShape big{256 * 1024, 0};
-  auto plan = std::make_shared<std::vector<ItemId>>();
-  for (uint64_t p = 0; p < 2 * n; ++p) {
-    plan->push_back(static_cast<ItemId>(p < n ? p : 2 * n - 1 - p));
-  }
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.ram_items = n;
-  o.disk = 0;
-  o.plan = PlanSpec{};
-  o.plan->kind = SamplerKind::kExplicit;
-  o.plan->ids = plan;
-  o.plan->epoch_length = n;
+  StoreOptions o = MirroredEpochs(scratch, n);
+  const std::shared_ptr<const std::vector<ItemId>> plan = o.plan->ids;
   WaitingChild worker = ForkWaitingChild([&](int fd, const std::string& handle) {
     std::unique_ptr<Store> store;
     if (!Store::Attach(handle, &store).ok()) return 4;
@@ -279,19 +287,9 @@ TEST_CASE("a reader ahead of a lagging planner has its position planned, not loa
   // the held planner: nothing read them before.
   ScratchStore scratch;
   const uint64_t n = 60;
-  auto plan = std::make_shared<std::vector<ItemId>>();
-  for (uint64_t p = 0; p < 2 * n; ++p) {
-    plan->push_back(static_cast<ItemId>(p < n ? p : 2 * n - 1 - p));
-  }
   std::atomic<bool> hold{true};
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.ram_items = n;
-  o.disk = 0;
-  o.plan = PlanSpec{};
-  o.plan->kind = SamplerKind::kExplicit;
-  o.plan->ids = plan;
-  o.plan->epoch_length = n;
+  StoreOptions o = MirroredEpochs(scratch, n);
+  const std::shared_ptr<const std::vector<ItemId>> plan = o.plan->ids;
   o.planner_turn_for_testing = [&hold] {
     for (int ms = 0; ms < 10000 && hold.load(); ++ms) usleep(1000);
   };
