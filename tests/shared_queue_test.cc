@@ -303,6 +303,83 @@ TEST_CASE("SharedQueue: a producer killed mid-push does not wedge the queue",
   CHECK(q->Stats().used_bytes == 0);
 }
 
+// A producer that stops once its record is reserved until it reads a byte
+// from `go`, then commits and exits.
+struct WaitForGo {
+  int go;
+};
+
+void WaitForGoHook(void* arg, SharedQueue::PushStage stage) {
+  char byte;
+  if (stage == SharedQueue::PushStage::kReserved &&
+      read(static_cast<WaitForGo*>(arg)->go, &byte, 1) != 1) {
+    _exit(5);
+  }
+}
+
+// The consumer's stuck hook: lets the producer go, and returns once it has
+// exited (a zombie: waitid's WNOWAIT leaves it unreaped).
+struct LetGo {
+  int go;
+  pid_t producer;
+};
+
+void LetGoHook(void* arg) {
+  const LetGo* l = static_cast<LetGo*>(arg);
+  if (write(l->go, "g", 1) != 1) return;
+  siginfo_t info;
+  while (waitid(P_PID, l->producer, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
+  }
+}
+
+TEST_CASE("SharedQueue: a record committed just before its producer exited is not skipped",
+          "[queue][multiprocess]") {
+  // The consumer finds the head record reserved; before it asks whether
+  // the producer lives, the producer commits, and exits (a DataLoader
+  // worker at an epoch's end, while the owner's planner thread was
+  // descheduled under load). The producer is dead when asked, yet its
+  // record is complete: skipping it lost a Put (before the fix: the queue
+  // came out empty).
+  auto q = MakeQueue(256 * kKiB, "exiting");
+  int pipe_fds[2];
+  REQUIRE(pipe(pipe_fds) == 0);
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(pipe_fds[1]);
+    static WaitForGo wait_for_go;
+    wait_for_go.go = pipe_fds[0];
+    q->SetPushHookForTesting(&WaitForGoHook, &wait_for_go);
+    _exit(PushMessage(q.get(), 7, 0, 10 * kKiB).ok() ? 0 : 3);
+  }
+  close(pipe_fds[0]);
+  // Reserved: the tail has moved.
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(10);
+  while (q->Stats().used_bytes == 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(q->Stats().used_bytes > 0);
+  LetGo let_go{pipe_fds[1], pid};
+  q->SetStuckHookForTesting(&LetGoHook, &let_go);
+  QueueMessage m;
+  const Status first = q->Front(&m);
+  q->SetStuckHookForTesting(nullptr, nullptr);
+  const int status = Reap(pid);
+  close(pipe_fds[1]);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  INFO(first.ToString());
+  REQUIRE(first.ok());
+  uint64_t producer, seq;
+  REQUIRE(CheckMessage(m, 10 * kKiB, &producer, &seq));
+  CHECK(producer == 7);
+  CHECK(seq == 0);
+  q->Pop();
+  CHECK(q->Stats().dead_skipped == 0);
+  CHECK(q->Front(&m).IsNotFound());
+}
+
 TEST_CASE("SharedQueue: the robust mutex recovers after its holder is SIGKILLed",
           "[queue][multiprocess]") {
   auto q = MakeQueue(256 * kKiB, "robust");

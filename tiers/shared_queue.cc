@@ -23,8 +23,9 @@
 //     head + capacity_ (it loads head with acquire), so it never writes bytes
 //     the consumer may still read.
 // I4. A record's producer is identified by pid and start time. The consumer
-//     skips a reserved record only if that process is dead (or a zombie); a
-//     dead process writes nothing more, so skipped space can be reused.
+//     skips a reserved record only if that process is dead (or a zombie)
+//     and the record is still reserved after the death was seen; a dead
+//     process writes nothing more, so skipped space can be reused.
 // I5. The consumer sleeps on `commits` (futex) only after announcing itself
 //     in consumer_waiting; a producer bumps commits before it checks
 //     consumer_waiting (both seq_cst), so a wake-up cannot be lost.
@@ -322,8 +323,14 @@ Status SharedQueue::Front(QueueMessage* message) {
     if (head != stuck_position_ || now - stuck_checked_ns_ >= kStuckCheckNs) {
       stuck_position_ = head;
       stuck_checked_ns_ = now;
+      if (stuck_hook_ != nullptr) stuck_hook_(stuck_hook_arg_);
       const ProcessIdentity p = UnpackProcess(r->producer);
       if (!ProcessAlive(p.pid, p.start_ticks)) {
+        // It may have committed after `state` was read, and then exited
+        // (a worker at an epoch's end while this thread was descheduled).
+        // A dead process writes nothing more: a record still reserved now
+        // stays so.
+        if (r->state.load(std::memory_order_acquire) != kReserved) continue;
         h.dead_skipped.fetch_add(1, std::memory_order_relaxed);
         h.head.store(head + record, std::memory_order_release);
         continue;

@@ -156,6 +156,14 @@ class SharedQueue {
     push_hook_arg_ = arg;
     push_hook_ = hook;
   }
+  // Test hook: called by Front when the head record is still reserved, just
+  // before it asks whether the record's producer is alive (a test lets the
+  // producer commit and exit there). nullptr turns it off.
+  using StuckHook = void (*)(void* arg);
+  void SetStuckHookForTesting(StuckHook hook, void* arg) {
+    stuck_hook_arg_ = arg;
+    stuck_hook_ = hook;
+  }
 
  private:
   struct Header;
@@ -193,6 +201,8 @@ class SharedQueue {
 
   PushHook push_hook_ = nullptr;
   void* push_hook_arg_ = nullptr;
+  StuckHook stuck_hook_ = nullptr;
+  void* stuck_hook_arg_ = nullptr;
 };
 
 }  // namespace opt4store
