@@ -415,7 +415,23 @@ TEST_CASE("Store: a reader that joins with Attach(handle()) reads and Puts throu
     return s;
   }();
   INFO("after the reader: puts " << loaded.puts << ", dropped " << loaded.puts_dropped
-                                 << ", ram_items " << loaded.ram_items);
+                                 << ", ram_items " << loaded.ram_items << ", insert failures "
+                                 << loaded.ram_insert_failures << ", abandoned "
+                                 << loaded.abandoned_positions << ", drift " << loaded.drift
+                                 << ", planned " << loaded.planned_positions << ", policy hits "
+                                 << loaded.policy_hits << ", frontier " << loaded.position);
+  std::string absent;
+  for (uint64_t p = n; p < 2 * n; ++p) {
+    GetSource where = GetSource::kMiss;
+    store->Locate(&ids[p], 1, &where);
+    if (where != GetSource::kRam) {
+      uint64_t first = 0;
+      while (ids[first] != ids[p]) ++first;
+      absent += "id " + std::to_string(ids[p]) + " read at " + std::to_string(first) + " and " +
+                std::to_string(p) + "; ";
+    }
+  }
+  INFO("not in RAM: " << absent);
   CHECK(loaded.puts == n);
   CHECK(loaded.ram_items == n);
   const ReadTally t = ReadRange(store.get(), ids, n, 2 * n, shape);
