@@ -133,9 +133,10 @@ checking_builds() {
 # The analysis runs in clang's front end and nothing of this build is linked
 # or run, so each translation unit of the libraries, the CLI (their unity
 # batches) and the benchmarks goes through clang++ -fsyntax-only as CMake
-# would compile it (compile_commands.json), JOBS at a time. -beta makes clang 14 check the
-# declared lock orders (ACQUIRED_BEFORE). A violation planted in a unity
-# batch (a GUARDED_BY member read without its mutex) fails it.
+# would compile it (compile_commands.json), JOBS at a time. -beta makes
+# clang 14 check the declared lock orders (ACQUIRED_BEFORE). A violation
+# planted in a unity batch (a GUARDED_BY member read without its mutex)
+# fails it.
 thread_safety_check() {
   CXX=clang++-14 cmake -S . -B "$TSA_DIR" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
     -DCMAKE_CXX_FLAGS="-Wthread-safety -Wthread-safety-beta -Werror=thread-safety" \
