@@ -52,9 +52,9 @@ The GPU floor ("floor", per model): the same training step on one fixed
 batch already on the device (labels too), once for each batch of an epoch
 (the last one partial when the batch size does not divide the images), so
 an epoch-equivalent with no loading and no transfer; the fastest of 3
-repeats, after the warm-up. Every cached epoch (epochs 2..E of lru_ram and
-opt_disk_prefetch) is recorded in its run as "epoch_vs_floor": epoch time /
-the floor measured in the same process.
+repeats, after the warm-up. As the step's cost drifts with the machine, it
+is taken again before each store configuration's run ("floor_s"); each
+cached epoch (2..E) is recorded as "epoch_vs_floor": its time / floor_s.
 
 Every configuration compares the items it returns at 64 fixed indices with
 a decode made before the runs, on the device and without synchronising
@@ -68,10 +68,9 @@ which is how the harness itself is checked on machines without a GPU; such
 numbers are not GPU results and the report says so. --models tiny (a small
 conv net) stands in for timm where timm is not installed.
 
-Usage: PYTHONPATH=<build>/python python3 bench/gpu_bench.py
-       [--quick] [--settings standard,heavy | --heavy] [--models a,b]
-       [--workers 0,8] [--images N] [--epochs E] [--device cuda|cpu]
-       [--dir DIR] [--json FILE]
+Usage: PYTHONPATH=<build>/python python3 bench/gpu_bench.py [--quick]
+       [--settings standard,heavy | --heavy] [--models a,b] [--workers 0,8]
+       [--images N] [--epochs E] [--device cuda|cpu] [--dir DIR] [--json FILE]
 --quick: 96 images, 2 epochs, resnet50 only, workers 0 only, the standard
 setting only (add --heavy for the heavy one instead). --models and
 --workers apply to every setting run; without them the standard setting
@@ -254,11 +253,8 @@ def gpu_floor(trainer, batch, n):
 
 def store_options(name, decoded):
     ram = int(decoded * RAM_RATIO)
-    return {
-        "no_cache": None,
-        "lru_ram": {"policy": "lru", "ram": ram, "disk": 0},
-        "opt_disk_prefetch": {"policy": "opt", "ram": ram, "disk": decoded * 2},
-    }[name]
+    return {"no_cache": None, "lru_ram": {"policy": "lru", "ram": ram, "disk": 0},
+            "opt_disk_prefetch": {"policy": "opt", "ram": ram, "disk": decoded * 2}}[name]
 
 
 class DeviceChecker:
@@ -562,11 +558,15 @@ def main():
                     for transfer in transfers:
                         if config == "no_cache" and transfer == "loader":
                             continue  # opt4store.DataLoader loads a CachedDataset
+                        # The step's cost drifts (resnet50: 16 to 25 ms within minutes on
+                        # one H200): a cached run is set against a floor taken just before.
+                        floor_s = (gpu_floor(trainer, batch, n)["epoch_s"]
+                                   if config != "no_cache" else None)
                         r = run(config, transfer, setup["ds"], trainer, setup["reference"],
                                 workers, epochs, store_dir)
-                        if config != "no_cache":
-                            r["epoch_vs_floor"] = [t / floor["epoch_s"]
-                                                   for t in r["epoch_times"][1:]]
+                        if floor_s:
+                            r["floor_s"] = floor_s
+                            r["epoch_vs_floor"] = [t / floor_s for t in r["epoch_times"][1:]]
                         runs[f"{config}/{transfer}"] = r
                         wrong += r["wrong"]
                         print(f"{name:8s} {model:24s} workers={workers} {config:18s} "

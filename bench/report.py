@@ -491,7 +491,9 @@ def gpu_setting_lines(name, block, on_gpu):
                 out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     model, w, config, transfer, num(r.get("total")), num(t[0]) if t else "-",
                     num(sum(t[1:])) if len(t) > 1 else "-",
-                    " ".join("%.2f" % v for v in vs) if vs else "-", r.get("wrong")))
+                    " ".join("%.2f" % v for v in vs) + (
+                        " (%.3f s)" % r["floor_s"] if r.get("floor_s") else "") if vs else "-",
+                    r.get("wrong")))
     out.append("")
     floors = block.get("floor") or {}
     if floors:
@@ -564,8 +566,9 @@ def section_gpu(gb, path):
             "Batch %s, %s epochs, AMP %s, RAM %s of the decoded bytes. Seconds "
             "for all epochs (the sum of the epoch times, checks excluded), 6 significant "
             "digits; `copy` = a blocking `.to(device)` per batch, `to_device` = "
-            "`opt4store.to_device`, `loader` = `opt4store.DataLoader(device=)`; later epochs vs floor = each epoch 2..E over the GPU "
-            "floor measured in the same run. %s wrong samples in all." % (
+            "`opt4store.to_device`, `loader` = `opt4store.DataLoader(device=)`; later epochs vs floor = each epoch 2..E over the "
+            "GPU floor taken just before that run (its seconds in brackets; without them, the "
+            "model's floor below). %s wrong samples in all." % (
                 os.path.basename(path), where, st.get("batch"), st.get("epochs"),
                 st.get("amp"), st.get("ram_ratio"), gb.get("wrong", "?")), ""]
     loads = gb.get("loads_at_start")
