@@ -10,11 +10,13 @@
 #   bench/gpu_device.sh build                there: unpack .debs/, build into
 #                                            $BUILD (default build-gpu) against
 #                                            the machine's python3 and its torch
-#   bench/gpu_device.sh check                there: build, then the C++ tests,
-#                                            then the Python tests with the
-#                                            CUDA ones (a GPU is required)
-#                                            beside tests/pip_install_check.sh;
-#                                            fails on any failure
+#   bench/gpu_device.sh check                there: build and run the C++
+#                                            tests, beside them
+#                                            tests/pip_install_check.sh (pip
+#                                            install, then the Python tests
+#                                            with the CUDA ones against the
+#                                            installed package; a GPU is
+#                                            required); fails on any failure
 #   bench/gpu_device.sh bench [ARGS...]      there: build, then bench/gpu_bench.py
 #                                            ARGS (e.g. --models resnet50
 #                                            --workers 0,8 --json $OUT/g1.json)
@@ -33,8 +35,10 @@
 #                                            build on a warm machine), then the
 #                                            parts of `all`'s benchmark alone,
 #                                            nothing beside them (the figures
-#                                            to report); with check, in either
-#                                            order, about 13 minutes
+#                                            to report); 329 s after check's
+#                                            build (H200, 400 images), before
+#                                            a floor was taken per cached run
+#                                            (15 of them, about 25 s more)
 #
 # The GPU machine (the `device` tool) reaches no package registry and has
 # none of RocksDB, liburing, LZ4's headers, CLI11 or nlohmann-json; it has CUDA, python3 with
@@ -59,7 +63,8 @@ PYTHON=${OPT4STORE_PYTHON:-python3}
 PACKAGES=(librocksdb-dev librocksdb7.8 libgflags2.2 libsnappy1v5 liburing-dev liburing2
           liblz4-dev liblz4-1 libcli11-dev nlohmann-json3-dev catch2 python3-pathspec)
 
-log() { printf '[gpu_device.sh] %s\n' "$*" >&2; }
+# Each line with the UTC time: a lease's log then shows where its minutes went.
+log() { printf '[gpu_device.sh] %s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { printf '[gpu_device.sh] error: %s\n' "$*" >&2; exit 1; }
 
 fetch() {
@@ -73,6 +78,8 @@ fetch() {
 }
 
 unpack() {
+  [ -z "${UNPACKED:-}" ] || return 0
+  UNPACKED=1
   ls "$DEBS"/*.deb >/dev/null 2>&1 || die "no $DEBS/*.deb: run 'bench/gpu_device.sh fetch' here and carry $DEBS"
   mkdir -p "$DEPS"
   for deb in "$DEBS"/*.deb; do dpkg -x "$deb" "$DEPS"; done
@@ -105,19 +112,25 @@ cpp_tests() {
   ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)"
 }
 
+# pytest's options for a lease: a hung test fails after 240 s instead of
+# holding it, and with pytest-xdist the tests run in parallel (they mostly
+# wait on child processes, so half the cores is enough workers).
+pytest_opts() {
+  "$PYTHON" -c 'import pytest_timeout' 2>/dev/null && printf -- '--timeout 240 '
+  "$PYTHON" -c 'import xdist' 2>/dev/null && printf -- '-n %d ' "$(( $(nproc) / 2 > 1 ? $(nproc) / 2 : 1 ))"
+  printf -- '-rfE'
+}
+
 python_tests() {
-  # A hung test fails after 240 s instead of holding the lease.
-  local timeout=()
-  "$PYTHON" -c 'import pytest_timeout' 2>/dev/null && timeout=(--timeout 240)
-  OPT4STORE_BUILD_DIR="$BUILD" "$PYTHON" -m pytest -q -p no:cacheprovider -rfE "${timeout[@]}" \
-    tests/python
+  # shellcheck disable=SC2046  # pytest_opts is a list of options
+  OPT4STORE_BUILD_DIR="$BUILD" "$PYTHON" -m pytest -q -p no:cacheprovider $(pytest_opts) tests/python
 }
 
 pip_check() {
   local skb=$DEBS/scikit-build-core pathspec
   pathspec=$(ls -d "$DEPS"/usr/lib/python3/dist-packages 2>/dev/null || true)
   # A temporary folder of its own: it may run beside the other Python tests.
-  export PYTEST_ADDOPTS="--basetemp=/tmp/opt4store-pip-pytest${PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}"
+  export PYTEST_ADDOPTS="--basetemp=/tmp/opt4store-pip-pytest $(pytest_opts)${PYTEST_ADDOPTS:+ $PYTEST_ADDOPTS}"
   if [ -d "$skb" ]; then
     PYTHONPATH="$PWD/$skb:$pathspec" tests/pip_install_check.sh "$(command -v "$PYTHON")"
   else
@@ -126,24 +139,28 @@ pip_check() {
 }
 
 check() {
-  build
-  "$PYTHON" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device"'
-  log "C++ tests"
-  cpp_tests
-  # The pip check (a build of its own, then the Python tests again, against
-  # the installed package) runs beside the Python tests: both mostly wait on
-  # child processes, a GPU machine's cores have room for the two, and a
-  # lease is short (check, then measure, must fit in about 13 minutes).
-  local pip_log=/tmp/opt4store-pip-check.log pip pytest_status=0 pip_status=0
-  log "pip install --no-build-isolation . and the Python tests against it, beside ($pip_log)"
+  unpack
+  "$PYTHON" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device"' \
+    || die "$PYTHON's torch sees no CUDA device"
+  # The Python tests run once, against the pip-installed package from
+  # another folder (tests/pip_install_check.sh), the CUDA ones included:
+  # that covers both the Python tests on this torch and `pip install .`.
+  # It builds and tests beside the build of the C++ tests, so that check and
+  # then measure fit one 15-minute lease (a check that ran the Python tests
+  # twice at once, the build tree's and the installed package's, one test at
+  # a time, was cut off by its 430 s limit on an H200 with 385 of 631 done).
+  local pip_log=/tmp/opt4store-pip-check.log pip cpp_status=0 pip_status=0
+  log "pip install --no-build-isolation . and the Python tests against it, beside the build ($pip_log)"
   pip_check >"$pip_log" 2>&1 &
   pip=$!
-  log "Python tests, the CUDA ones included"
-  python_tests || pytest_status=$?
+  build
+  log "C++ tests"
+  cpp_tests || cpp_status=$?
+  log "C++ tests done (exit $cpp_status); waiting for the pip check"
   wait "$pip" || pip_status=$?
   log "the pip check's end:"
-  tail -"$([ "$pip_status" -eq 0 ] && echo 3 || echo 40)" "$pip_log" >&2
-  [ "$pytest_status" -eq 0 ] || die "the Python tests failed (exit $pytest_status)"
+  tail -"$([ "$pip_status" -eq 0 ] && echo 4 || echo 60)" "$pip_log" >&2
+  [ "$cpp_status" -eq 0 ] || die "the C++ tests failed (exit $cpp_status)"
   [ "$pip_status" -eq 0 ] || die "the pip check failed (exit $pip_status)"
 }
 
