@@ -44,7 +44,10 @@ loader against copy. --configs and --transfers run a subset.
 One training step: x.float()/255, normalised, forward under autocast, cross
 entropy against synthetic labels (index % classes), backward through the
 GradScaler, SGD with momentum. An epoch's time ends with a
-torch.cuda.synchronize(), so it includes all the GPU work it queued. Before
+torch.cuda.synchronize(), so it includes all the GPU work it queued; its
+"wait_s" is the part the loop spent in next() on the loader (waiting for a
+batch, or loading it with 0 workers and the copy), so that an epoch over the
+floor shows whether batches came late or the step itself ran slower. Before
 the timed runs each model does warm-up steps (cuDNN autotuning and the
 allocator's first growth are not charged to the first configuration).
 
@@ -102,6 +105,7 @@ import opt4store
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from demo import OUT, JpegDataset, WithIndex  # noqa: E402
 from e2e_bench import image_set, reference_for  # noqa: E402
+from gpu_results import CONFIGS, TRANSFERS, merge, ratios  # noqa: E402
 
 BATCH = 16
 RAM_RATIO = 0.3
@@ -109,8 +113,6 @@ SEED = 1
 CLASSES = 1000
 WARMUP_STEPS = 10
 MODELS = ("resnet50", "mobilenetv3_small_100", "vit_base_patch16_224")
-CONFIGS = ("no_cache", "lru_ram", "opt_disk_prefetch")
-TRANSFERS = ("copy", "to_device", "loader")
 SETTINGS = ("standard", "heavy")
 # The reference's seconds for 5 epochs of resnet50 (its table; its dataset).
 REFERENCE_RESNET50 = {"no_cache": 84.2, "lru": 69.5, "opt": 42.7}
@@ -319,11 +321,18 @@ def make_loader(config, transfer, ds, trainer, workers, epochs, store_dir):
 def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
     batches, store = make_loader(config, transfer, ds, trainer, workers, epochs, store_dir)
     checker = DeviceChecker(reference, len(ds), trainer.device)
-    times, per_epoch, previous = [], [], {}
+    times, waits, per_epoch, previous = [], [], [], {}
     for _ in range(epochs):
         t0 = time.perf_counter()
-        checking = 0.0
-        for x, idx in batches:
+        checking = waited = 0.0
+        it = iter(batches)
+        while True:
+            w0 = time.perf_counter()
+            batch = next(it, None)
+            waited += time.perf_counter() - w0
+            if batch is None:
+                break
+            x, idx = batch
             if transfer == "copy":
                 x = x.to(trainer.device)
             trainer(x, idx)
@@ -332,6 +341,7 @@ def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
             checking += time.perf_counter() - c0
         trainer.sync()
         times.append(time.perf_counter() - t0 - checking)
+        waits.append(waited)
         if store is not None:
             now = store.stats()
             per_epoch.append({k: now.get(k, 0) - previous.get(k, 0) for k in STAT_KEYS})
@@ -340,7 +350,7 @@ def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
     if store is not None:
         store.close()
         shutil.rmtree(store_dir, ignore_errors=True)
-    return {"epoch_times": times, "total": sum(times), "per_epoch": per_epoch,
+    return {"epoch_times": times, "wait_s": waits, "total": sum(times), "per_epoch": per_epoch,
             "checked": checker.checked, "wrong": checker.wrong}
 
 
@@ -358,89 +368,6 @@ def machine(device):
     except ImportError:
         pass
     return out
-
-
-def ratios(results):
-    """Per model and worker count: each configuration's total against no_cache
-    with the same transfer (the native loader, which needs a store, against
-    no_cache's copy), and to_device and the native loader against copy."""
-    out = {}
-    for model, by_workers in results.items():
-        for workers, runs in by_workers.items():
-            r = {}
-            for transfer in TRANSFERS:
-                base = runs.get(f"no_cache/{transfer}") or runs.get("no_cache/copy")
-                for config in CONFIGS[1:]:
-                    run_ = runs.get(f"{config}/{transfer}")
-                    if base and run_:
-                        r[f"{config}/{transfer} vs no_cache"] = run_["total"] / base["total"]
-            for config in CONFIGS:
-                for transfer in TRANSFERS[1:]:
-                    a, b = runs.get(f"{config}/{transfer}"), runs.get(f"{config}/copy")
-                    if a and b:
-                        r[f"{config}: {transfer} vs copy"] = a["total"] / b["total"]
-            out[f"{model}/{workers}"] = r
-    return out
-
-
-FIXED_SETTINGS = ("images", "epochs", "batch", "ram_ratio", "amp", "jpeg_side")
-
-
-def merge_setting(blocks, name):
-    """One setting's block from the parts that ran it (or, when none did,
-    the first part's empty block)."""
-    ran = [b for b in blocks if b.get("results")] or blocks[:1]
-    first = ran[0]
-    for b in ran[1:]:
-        if any(b["settings"].get(k) != first["settings"].get(k) for k in FIXED_SETTINGS):
-            raise SystemExit(f"gpu_bench: the {name} runs differ in " + ", ".join(FIXED_SETTINGS))
-    out = {"settings": dict(first["settings"]), "results": {}, "floor": {}}
-    for b in ran:
-        for model, by_workers in b["results"].items():
-            out["results"].setdefault(model, {}).update(by_workers)
-            if model in b.get("floor", {}):
-                out["floor"][model] = b["floor"][model]
-    decode = [b["settings"].get("decode_ms_per_sample") for b in ran]
-    decode = [d for d in decode if d is not None]
-    out["settings"]["decode_ms_per_sample"] = statistics.median(decode) if decode else None
-    if len(decode) > 1:
-        out["settings"]["decode_ms_per_sample_by_run"] = decode
-    out["settings"]["models"] = list(out["results"])
-    out["settings"]["workers"] = sorted({int(w) for r in out["results"].values() for w in r})
-    out["ratios"] = ratios(out["results"])
-    return out
-
-
-def merge(paths, out_path, note=None):
-    """One results file from runs split across commands (the GPU machine
-    allows 10 minutes a command). They must share the machine kind and, per
-    setting, the settings other than models and workers. A model's floor is
-    the one measured by the run that holds its results (the last such run
-    when several do; each run's epoch_vs_floor stays as measured)."""
-    parts = []
-    for p in paths:
-        with open(p) as f:
-            parts.append(json.load(f))
-    if any(p.get("skipped") for p in parts):
-        raise SystemExit("gpu_bench: cannot merge a skipped run")
-    first = parts[0]
-    for p in parts[1:]:
-        if p["machine"].get("gpu") != first["machine"].get("gpu"):
-            raise SystemExit("gpu_bench: runs come from different GPUs")
-    out = {"machine": first["machine"], **merge_setting(parts, "standard")}
-    heavy = [p["heavy"] for p in parts if p.get("heavy")]
-    if heavy:
-        out["heavy"] = merge_setting(heavy, "heavy")
-    out["wrong"] = sum(p["wrong"] for p in parts)
-    out["took_s"] = sum(p["took_s"] for p in parts)
-    out["merged_from"] = [os.path.basename(p) for p in paths]
-    out["loads_at_start"] = [p["machine"].get("load", [None])[0] for p in parts]
-    if note:
-        out["note"] = note
-    with open(out_path, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"wrote {out_path} from {len(parts)} runs; {out['wrong']} wrong samples")
-    return 1 if out["wrong"] else 0
 
 
 def main():
@@ -574,6 +501,7 @@ def main():
                               + " ".join(f"{t:.3f}" for t in r["epoch_times"])
                               + ("  vs floor " + " ".join(f"{v:.2f}" for v in r["epoch_vs_floor"])
                                  if "epoch_vs_floor" in r else "")
+                              + "  waited " + " ".join(f"{t:.3f}" for t in r["wait_s"])
                               + f"  checked {r['checked']} wrong {r['wrong']}", flush=True)
                 results[name][model][str(workers)] = runs
         del trainer

@@ -480,17 +480,19 @@ def gpu_setting_lines(name, block, on_gpu):
                st.get("decode_timed_items", "?"), ", ".join(str(w) for w in st.get("workers", [])),
                ", ".join(st.get("models", []))), ""]
     out += ["| model | workers | configuration | transfer | total s | epoch 1 s | later epochs s "
-            "| later epochs vs floor | wrong |",
-            "| --- | ---: | --- | --- | ---: | ---: | ---: | --- | ---: |"]
+            "| later epochs: waited for batches s | later epochs vs floor | wrong |",
+            "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |"]
     for model, by_w in results.items():
         for w, runs in by_w.items():
             for key, r in runs.items():
                 config, transfer = key.split("/", 1)
                 t = r.get("epoch_times") or []
                 vs = r.get("epoch_vs_floor")
-                out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                waited = r.get("wait_s") or []
+                out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     model, w, config, transfer, num(r.get("total")), num(t[0]) if t else "-",
                     num(sum(t[1:])) if len(t) > 1 else "-",
+                    num(sum(waited[1:])) if len(waited) > 1 else "-",
                     " ".join("%.2f" % v for v in vs) + (
                         " (%.3f s)" % r["floor_s"] if r.get("floor_s") else "") if vs else "-",
                     r.get("wrong")))
@@ -566,9 +568,11 @@ def section_gpu(gb, path):
             "Batch %s, %s epochs, AMP %s, RAM %s of the decoded bytes. Seconds "
             "for all epochs (the sum of the epoch times, checks excluded), 6 significant "
             "digits; `copy` = a blocking `.to(device)` per batch, `to_device` = "
-            "`opt4store.to_device`, `loader` = `opt4store.DataLoader(device=)`; later epochs vs floor = each epoch 2..E over the "
-            "GPU floor taken just before that run (its seconds in brackets; without them, the "
-            "model's floor below). %s wrong samples in all." % (
+            "`opt4store.to_device`, `loader` = `opt4store.DataLoader(device=)`; waited = the "
+            "training loop's time in next() on the loader (- where not recorded); later epochs "
+            "vs floor = each epoch 2..E over the GPU floor taken just before that run (its "
+            "seconds in brackets; without them, the model's floor below). %s wrong samples in "
+            "all." % (
                 os.path.basename(path), where, st.get("batch"), st.get("epochs"),
                 st.get("amp"), st.get("ram_ratio"), gb.get("wrong", "?")), ""]
     loads = gb.get("loads_at_start")

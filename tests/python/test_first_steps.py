@@ -85,6 +85,8 @@ def check_gpu_bench_rows(block, epochs):
                 rows += 1
                 assert run["wrong"] == 0 and run["checked"] > 0, (model, workers, name)
                 assert len(run["epoch_times"]) == epochs
+                assert all(0 <= w <= t for w, t in zip(run["wait_s"], run["epoch_times"])), run
+                assert len(run["wait_s"]) == epochs
                 if not name.startswith("no_cache"):
                     assert run["floor_s"] > 0, (model, workers, name)
                     assert run["epoch_vs_floor"] == [
