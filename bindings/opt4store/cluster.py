@@ -243,7 +243,8 @@ class ClusterPeer:
         # their reads, about two windows of them are held past the readers
         # (the room the store was given), and no two hosts wait on each other.
         gate = self.plan.steps_span(self.plan.window)
-        k, n = int(search(at, self.first_position)), len(at)
+        start = self.first_position
+        k, n = int(search(at, start)), len(at)
         while k < n and not self._stop.is_set():
             # The frontier before the skip: a replan sets the skip, then moves
             # the frontier. Read after the skip, a frontier already moved
@@ -252,9 +253,19 @@ class ClusterPeer:
             frontier = self.core.reading_from()
             skip, self._skip_to = self._skip_to, None
             if skip is not None:
+                start = max(start, skip)
                 k = max(k, int(search(at, skip)))
                 continue
-            base = max(0 if frontier == _NO_POSITION else frontier, int(self.state.wanted[0]))
+            wanted = int(self.state.wanted[0])
+            # Until this host's readers have read an arrival, the run's start
+            # paces the prefetch, not the frontier: the peers' serve reads move
+            # it too, and a host whose peers resumed first would fetch, before
+            # its own load_state_dict, arrivals its readers then skip (1 past
+            # the same bound in a CI run, 2026-11-27 22:50 UTC).
+            if wanted > 0:
+                base = max(0 if frontier == _NO_POSITION else frontier, wanted)
+            else:
+                base = start
             limit = base + gate
             end = k
             while end < n and end - k < self.batch and at[end] <= limit:
