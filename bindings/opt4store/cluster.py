@@ -15,7 +15,8 @@ the hosts' stores act as one cache:
   the requested home items from its store at their serve positions, loads a
   miss from its own dataset and Puts it, and sends the bytes) and a peer
   prefetcher (a thread that walks the host's arrivals a window ahead of the
-  readers' frontier, asks each home host for a batch, and Puts the replies
+  readers' frontier, or of the run's start until they read an arrival,
+  asks each home host for a batch, and Puts the replies
   into the local store). Readers (the owner, DataLoader workers forked or
   spawned, other local ranks) wait for an arrival, then read it as a RAM hit.
 - Transport: torch.distributed send/recv of int64 headers and uint8 bytes on
