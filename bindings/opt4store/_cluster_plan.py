@@ -322,6 +322,20 @@ class HostPlan:
         return int(self._serve_rank[k]) if k < len(self._serve_at) and \
             self._serve_at[k] == position else -1
 
+    def use_mapped(self, own_positions, reads, items):
+        """Reads own_positions and the arrivals' read positions and items
+        from these arrays from now on: the same values, mapped from the
+        readers' files, so that the owner holds them once, not also on its
+        heap. Nothing writes them after the build."""
+        at, old_reads, old_items, homes, ranks, read_index = self.arrivals
+        for new, old in ((own_positions, self.own_positions), (reads, old_reads),
+                         (items, old_items)):
+            if new.shape != old.shape or new.dtype != old.dtype:
+                raise ValueError(f"a mapped array of {new.shape} {new.dtype} cannot stand for "
+                                 f"the plan's {old.shape} {old.dtype}")
+        self.own_positions = own_positions
+        self.arrivals = (at, reads, items, homes, ranks, read_index)
+
     def resume_position(self, read):
         """Where a run that resumes at every rank's read `read` (lockstep:
         the same for all) starts in this plan: the serves and arrivals for

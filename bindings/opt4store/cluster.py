@@ -503,6 +503,9 @@ class ClusterSharing:
         sampler.use_positions(self.reader.own_positions[local_rank],
                               replan=(lambda read: self._replan(core, read)) if owner else None)
         if owner:
+            # What the readers' files hold is read through them from now on.
+            self.plan.use_mapped(self.reader.own_positions, self.reader.arrival_reads,
+                                 self.reader.arrival_items)
             self.peer = ClusterPeer(store, core, self.plan, group, rank, local_world,
                                     state_box["state"], source, self.peer_timeout, self.batch,
                                     self.plan.resume_position(resume),
