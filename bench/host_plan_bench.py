@@ -20,11 +20,16 @@ Measured in this process, from just before the build:
   readers_mib           the readers' files in /dev/shm (own positions, the
                         arrivals' reads, items, homes and epochs) and the
                         state words, as create_host_files writes them
+  heap_held_mib,        the process's private memory (RssAnon) after the
+  heap_mapped_mib       build, minus before; and again once the plan reads
+                        the arrays the files hold through them (use_mapped,
+                        as a store's owner does after writing them)
 The engine's own plan (a 32-bit id per position, tables per store id) comes
 on top in the store and is not measured here.
 """
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -34,7 +39,7 @@ import time
 import torch.utils.data
 
 from opt4store._cluster_plan import HostPlan, rank_orders
-from opt4store._cluster_reader import create_host_files
+from opt4store._cluster_reader import create_host_files, read_reader_plan
 from plan_scale_bench import reset_peak_rss, rss_kib
 
 
@@ -52,16 +57,21 @@ def main():
     sampler = torch.utils.data.DistributedSampler(range(args.n), num_replicas=world, rank=0,
                                                   shuffle=True, seed=0)
     orders = rank_orders(sampler, world, args.epochs, len(sampler))
-    before = rss_kib()
+    before, anon_before = rss_kib(), rss_kib("RssAnon")
     peak_reset = reset_peak_rss()
     c0, t0 = time.process_time(), time.perf_counter()
     plan = HostPlan(orders, 0, args.hosts, args.local_world, args.window, args.n)
     build_s, build_cpu_s = time.perf_counter() - t0, time.process_time() - c0
     peak_kib, held_kib = rss_kib("VmHWM") - before, rss_kib() - before
+    heap_held_kib = rss_kib("RssAnon") - anon_before
     with tempfile.TemporaryDirectory(dir="/dev/shm") as shm:
         path = os.path.join(shm, "state")
         state = create_host_files(path, plan, len(sampler), args.hosts)
         readers = sum(os.path.getsize(os.path.join(shm, f)) for f in os.listdir(shm))
+        mapped = read_reader_plan(path)
+        plan.use_mapped(mapped["own"], mapped["arrival_reads"], mapped["arrival_items"])
+        gc.collect()
+        heap_mapped_kib = rss_kib("RssAnon") - anon_before
         state.remove()
     cluster_reads = world * len(sampler) * args.epochs
     out = {
@@ -74,6 +84,8 @@ def main():
         "peak_bytes_per_read": round(peak_kib * 1024 / cluster_reads, 1) if peak_reset else None,
         "held_bytes_per_read": round(held_kib * 1024 / cluster_reads, 1),
         "readers_mib": round(readers / 2**20, 1),
+        "heap_held_mib": round(heap_held_kib / 1024, 1),
+        "heap_mapped_mib": round(heap_mapped_kib / 1024, 1),
         "readers_bytes_per_own_read": round(readers / (args.local_world * len(sampler)
                                                        * args.epochs), 1),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
