@@ -521,14 +521,14 @@ def main():
         for p in e1["pairs"]), flush=True)
     ram = all_in_ram(jpeg, store_dir, decoded, workers, epochs, reference)
     bad += ram["wrong"]
-    print(f"  all in RAM: opt4store epochs " + " ".join(f"{t:.3f}" for t in ram["opt4store"]) +
+    print("  all in RAM: opt4store epochs " + " ".join(f"{t:.3f}" for t in ram["opt4store"]) +
           f"; ideal stack {ram['ideal_stack']:.3f}, copy {ram['ideal_copy']:.3f}; torch over a "
           f"list " + " ".join(f"{t:.3f}" for t in ram["list_loader"]) +
           f"; worker starts in cached epochs {ram['worker_starts_cached']}; pairs (list / "
           f"opt4store) " + " ".join(f"{r:.1f}" for r in ram["list_ratios"]), flush=True)
     tr = with_transform(jpeg, store_dir, decoded, workers, epochs, reference)
     bad += tr["wrong"]
-    print(f"  flip + float: no cache " + " ".join(f"{t:.2f}" for t in tr["no_cache"]) +
+    print("  flip + float: no cache " + " ".join(f"{t:.2f}" for t in tr["no_cache"]) +
           "; opt4store " + " ".join(f"{t:.2f}" for t in tr["opt4store"]), flush=True)
     un = unread_positions(jpeg, store_dir, decoded, workers, epochs, reference)
     bad += un["wrong"]
