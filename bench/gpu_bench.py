@@ -59,6 +59,14 @@ repeats, after the warm-up. As the step's cost drifts with the machine, it
 is taken again before each store configuration's run ("floor_s"); each
 cached epoch (2..E) is recorded as "epoch_vs_floor": its time / floor_s.
 
+The paired part ("paired", per model and worker count; --paired ROUNDS,
+default 3): the runs above compare transfers whose runs lie a minute apart,
+while the step's cost moves by up to 50% in that time. So after them, one
+opt + disk + prefetch store is filled in one epoch, then each round takes
+the floor and one cached epoch with each transfer, in an order rotated by
+the round. Each of those epochs is set against its own round's floor
+("epoch_vs_floor") and copy epoch ("vs_copy"), seconds apart.
+
 Every configuration compares the items it returns at 64 fixed indices with
 a decode made before the runs, on the device and without synchronising
 (DeviceChecker: the batch's indices travel with it and pick the references);
@@ -73,9 +81,10 @@ conv net) stands in for timm where timm is not installed.
 
 Usage: PYTHONPATH=<build>/python python3 bench/gpu_bench.py [--quick]
        [--settings standard,heavy | --heavy] [--models a,b] [--workers 0,8]
-       [--images N] [--epochs E] [--device cuda|cpu] [--dir DIR] [--json FILE]
---quick: 96 images, 2 epochs, resnet50 only, workers 0 only, the standard
-setting only (add --heavy for the heavy one instead). --models and
+       [--images N] [--epochs E] [--paired ROUNDS] [--device cuda|cpu]
+       [--dir DIR] [--json FILE]
+--quick: 96 images, 2 epochs, 1 paired round, resnet50 only, workers 0
+only, the standard setting only (add --heavy for the heavy one instead). --models and
 --workers apply to every setting run; without them the standard setting
 runs the three models with 0 and 8 workers, the heavy one resnet50 with 8.
 A full run takes longer than the GPU machine's 10 minutes a command: run
@@ -87,7 +96,6 @@ import argparse
 import contextlib
 import datetime
 import json
-import multiprocessing
 import os
 import platform
 import shutil
@@ -95,17 +103,16 @@ import statistics
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.utils.data
-from PIL import Image, ImageFilter
 
 import opt4store
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from demo import OUT, JpegDataset, WithIndex  # noqa: E402
+from demo import OUT, WithIndex  # noqa: E402
 from e2e_bench import image_set, reference_for  # noqa: E402
 from gpu_results import CONFIGS, TRANSFERS, merge, ratios  # noqa: E402
+from heavy_images import HEAVY_SIDE, HEAVY_WORK, heavy_image_set  # noqa: E402
 
 BATCH = 16
 RAM_RATIO = 0.3
@@ -121,9 +128,6 @@ PUBLISHED_OPT_VS_NO_CACHE = {"resnet50": 0.51, "mobilenetv3_small_100": 0.46,
                              "vit_base_patch16_224": 0.53}
 FLOOR_REPEATS = 3
 DECODE_TIMED = 32   # items whose dataset[i] time gives decode_ms_per_sample
-HEAVY_SIDE = 1024
-HEAVY_WORK = ("decode a 1024x1024 JPEG, resize to 512x512 (bilinear), GaussianBlur(2), "
-              "UnsharpMask(2, 150, 3), DETAIL, resize to 256x256 (bilinear)")
 STANDARD_WORK = "decode a 512x512 JPEG, resize to 256x256 (bilinear)"
 STAT_KEYS = ("accesses", "hits_ram", "hits_disk", "source_loads", "prefetched", "drift")
 
@@ -182,46 +186,6 @@ class Trainer:
     def sync(self):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-
-
-class HeavyJpegDataset(JpegDataset):
-    """The heavy setting's source: a larger JPEG and a chain of PIL work on
-    every access, ending in the standard setting's 3x256x256 uint8."""
-
-    def __getitem__(self, i):
-        with Image.open(self.files[i]) as im:
-            im = im.convert("RGB").resize((2 * OUT, 2 * OUT), Image.BILINEAR)
-        im = im.filter(ImageFilter.GaussianBlur(2))
-        im = im.filter(ImageFilter.UnsharpMask(2, 150, 3)).filter(ImageFilter.DETAIL)
-        im = im.resize((OUT, OUT), Image.BILINEAR)
-        return torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1).contiguous()
-
-
-def write_heavy_image(job):
-    """One HEAVY_SIDE JPEG: diagonal bands and seeded noise (so that the
-    decoder has entropy to work through), the same bytes for the same index."""
-    folder, i = job
-    rng = np.random.default_rng(SEED * 100003 + i)
-    yy, xx = np.mgrid[0:HEAVY_SIDE, 0:HEAVY_SIDE]
-    bands = np.stack([(xx + yy * (i % 3 + 1)) // 3, (xx * (i % 4 + 1) - yy) // 5,
-                      (xx * yy) // 4096 + 16 * i], -1)
-    pixels = (bands + rng.integers(0, 80, (HEAVY_SIDE, HEAVY_SIDE, 3))) % 256
-    Image.fromarray(pixels.astype(np.uint8)).save(os.path.join(folder, f"{i:05d}.jpg"),
-                                                  quality=92)
-
-
-def heavy_image_set(work_dir, n):
-    """The n heavy JPEGs under work_dir/heavy-SIDE-n, written once (by a
-    process per core) and reused."""
-    folder = os.path.join(work_dir, f"heavy-{HEAVY_SIDE}-{n}")
-    os.makedirs(folder, exist_ok=True)
-    if len(os.listdir(folder)) != n:
-        shutil.rmtree(folder)
-        os.makedirs(folder)
-        print(f"writing {n} JPEGs of {HEAVY_SIDE}x{HEAVY_SIDE} to {folder} ...", flush=True)
-        with multiprocessing.Pool(os.cpu_count()) as pool:
-            pool.map(write_heavy_image, [(folder, i) for i in range(n)], chunksize=4)
-    return HeavyJpegDataset(folder)
 
 
 def decode_ms(ds):
@@ -318,29 +282,36 @@ def make_loader(config, transfer, ds, trainer, workers, epochs, store_dir):
             else loader), store
 
 
+def train_epoch(batches, transfer, trainer, checker):
+    """One epoch of training steps over batches: (seconds, less the checks'
+    time; seconds the loop spent in next())."""
+    t0 = time.perf_counter()
+    checking = waited = 0.0
+    it = iter(batches)
+    while True:
+        w0 = time.perf_counter()
+        batch = next(it, None)
+        waited += time.perf_counter() - w0
+        if batch is None:
+            break
+        x, idx = batch
+        if transfer == "copy":
+            x = x.to(trainer.device)
+        trainer(x, idx)
+        c0 = time.perf_counter()
+        checker(x, idx)
+        checking += time.perf_counter() - c0
+    trainer.sync()
+    return time.perf_counter() - t0 - checking, waited
+
+
 def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
     batches, store = make_loader(config, transfer, ds, trainer, workers, epochs, store_dir)
     checker = DeviceChecker(reference, len(ds), trainer.device)
     times, waits, per_epoch, previous = [], [], [], {}
     for _ in range(epochs):
-        t0 = time.perf_counter()
-        checking = waited = 0.0
-        it = iter(batches)
-        while True:
-            w0 = time.perf_counter()
-            batch = next(it, None)
-            waited += time.perf_counter() - w0
-            if batch is None:
-                break
-            x, idx = batch
-            if transfer == "copy":
-                x = x.to(trainer.device)
-            trainer(x, idx)
-            c0 = time.perf_counter()
-            checker(x, idx)
-            checking += time.perf_counter() - c0
-        trainer.sync()
-        times.append(time.perf_counter() - t0 - checking)
+        seconds, waited = train_epoch(batches, transfer, trainer, checker)
+        times.append(seconds)
         waits.append(waited)
         if store is not None:
             now = store.stats()
@@ -352,6 +323,53 @@ def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
         shutil.rmtree(store_dir, ignore_errors=True)
     return {"epoch_times": times, "wait_s": waits, "total": sum(times), "per_epoch": per_epoch,
             "checked": checker.checked, "wrong": checker.wrong}
+
+
+def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir):
+    """Cached epochs of each transfer and the GPU floor, interleaved over one
+    warm opt + disk + prefetch store: after an epoch that fills it, round r
+    takes the floor, then one epoch with each transfer in an order rotated by
+    r. Each epoch is set against the floor and the copy epoch of its own
+    round, seconds apart, so the step's drift between runs made minutes apart
+    cancels out. The three transfers share the store, the sampler's plan
+    (each loop takes the plan's next epoch) and the value, (sample, index),
+    as the native loader needs; copy and to_device share one DataLoader and
+    its workers."""
+    decoded = len(ds) * 3 * OUT * OUT
+    shutil.rmtree(store_dir, ignore_errors=True)
+    store = opt4store.Store(store_dir, **store_options("opt_disk_prefetch", decoded))
+    shuffle = torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(SEED))
+    sampler = opt4store.PlannedSampler(shuffle, epochs=1 + rounds * len(transfers))
+    data = opt4store.CachedDataset(WithIndex(ds), store, sampler)
+    keywords = {"sampler": sampler, "batch_size": BATCH, "num_workers": workers,
+                "persistent_workers": workers > 0}
+    plain = torch.utils.data.DataLoader(data, **keywords)
+    loaders = {"copy": plain, "to_device": opt4store.to_device(plain, trainer.device)}
+    if "loader" in transfers:
+        loaders["loader"] = opt4store.DataLoader(data, device=trainer.device, **keywords)
+    checker = DeviceChecker(reference, len(ds), trainer.device)
+    out = {"first_epoch_s": train_epoch(plain, "copy", trainer, checker)[0], "rounds": []}
+    for r in range(rounds):
+        k = r % len(transfers)
+        row = {"order": transfers[k:] + transfers[:k],
+               "floor_s": gpu_floor(trainer, batch, len(ds))["epoch_s"],
+               "epoch_s": {}, "wait_s": {}}
+        for transfer in row["order"]:
+            row["epoch_s"][transfer], row["wait_s"][transfer] = train_epoch(
+                loaders[transfer], transfer, trainer, checker)
+        out["rounds"].append(row)
+    del loaders, plain
+    source_loads = store.stats()["source_loads"]
+    store.close()
+    shutil.rmtree(store_dir, ignore_errors=True)
+    rows = out["rounds"]
+    out["epoch_vs_floor"] = {t: [r["epoch_s"][t] / r["floor_s"] for r in rows] for t in transfers}
+    if "copy" in transfers:
+        out["vs_copy"] = {t: [r["epoch_s"][t] / r["epoch_s"]["copy"] for r in rows]
+                          for t in transfers if t != "copy"}
+    out.update(source_loads=source_loads, images=len(ds), checked=checker.checked,
+               wrong=checker.wrong)
+    return out
 
 
 def machine(device):
@@ -384,6 +402,8 @@ def main():
     parser.add_argument("--transfers", default=",".join(TRANSFERS),
                         help=f"comma-separated, of {','.join(TRANSFERS)}")
     parser.add_argument("--images", type=int, default=None)
+    parser.add_argument("--paired", type=int, default=None, metavar="ROUNDS",
+                        help="rounds of the paired part (default 3; --quick 1; 0: none)")
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dir", default="/var/tmp/opt4store-gpu")
@@ -430,6 +450,9 @@ def main():
                      f"--transfers: each of {', '.join(TRANSFERS)}")
     n = args.images or (96 if args.quick else 1000)
     epochs = args.epochs or (2 if args.quick else 5)
+    rounds = args.paired if args.paired is not None else 1 if args.quick else 3
+    if rounds < 0:
+        parser.error("--paired: 0 or more rounds")
     store_dir = os.path.join(args.dir, "store")
     setups = {}
     for name in names:
@@ -457,6 +480,7 @@ def main():
                 "workers": s.get("workers", []), "models": s.get("models", []),
                 "configs": configs, "transfers": transfers, "amp": device.type == "cuda",
                 "warmup_steps": WARMUP_STEPS, "floor_repeats": FLOOR_REPEATS,
+                "paired_rounds": rounds if "opt_disk_prefetch" in configs else 0,
                 "checked_indices": len(s["reference"]) if s else 0,
                 "reference_resnet50_seconds": REFERENCE_RESNET50,
                 "published_opt_vs_no_cache": PUBLISHED_OPT_VS_NO_CACHE}
@@ -464,6 +488,7 @@ def main():
     started = time.perf_counter()
     results = {name: {} for name in names}
     floors = {name: {} for name in names}
+    pairs = {name: {} for name in names}
     wrong = 0
     for model in dict.fromkeys(m for name in names for m in setups[name]["models"]):
         trainer = Trainer(model, device)
@@ -504,11 +529,26 @@ def main():
                               + "  waited " + " ".join(f"{t:.3f}" for t in r["wait_s"])
                               + f"  checked {r['checked']} wrong {r['wrong']}", flush=True)
                 results[name][model][str(workers)] = runs
+                if rounds and "opt_disk_prefetch" in configs:
+                    p = paired(setup["ds"], trainer, setup["reference"], batch, workers,
+                               transfers, rounds, store_dir)
+                    pairs[name].setdefault(model, {})[str(workers)] = p
+                    wrong += p["wrong"]
+                    for k, row in enumerate(p["rounds"]):
+                        print(f"{name:8s} {model:24s} workers={workers} paired round {k + 1}: "
+                              f"floor {row['floor_s']:.3f} s, "
+                              + ", ".join(f"{t} {row['epoch_s'][t]:.3f} s"
+                                          f" (waited {row['wait_s'][t]:.3f})"
+                                          for t in row["order"]), flush=True)
+                    print(f"{name:8s} {model:24s} workers={workers} paired: source loads "
+                          f"{p['source_loads']} of {n}; checked {p['checked']} "
+                          f"wrong {p['wrong']}", flush=True)
         del trainer
 
     def block(name):
         return {"settings": setting(name), "results": results.get(name, {}),
-                "floor": floors.get(name, {}), "ratios": ratios(results.get(name, {}))}
+                "floor": floors.get(name, {}), "paired": pairs.get(name, {}),
+                "ratios": ratios(results.get(name, {}))}
 
     out = {"machine": machine(device), **block("standard")}
     if "heavy" in names:

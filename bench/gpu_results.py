@@ -44,10 +44,11 @@ def merge_setting(blocks, name):
     for b in ran[1:]:
         if any(b["settings"].get(k) != first["settings"].get(k) for k in FIXED_SETTINGS):
             raise SystemExit(f"gpu_bench: the {name} runs differ in " + ", ".join(FIXED_SETTINGS))
-    out = {"settings": dict(first["settings"]), "results": {}, "floor": {}}
+    out = {"settings": dict(first["settings"]), "results": {}, "floor": {}, "paired": {}}
     for b in ran:
         for model, by_workers in b["results"].items():
             out["results"].setdefault(model, {}).update(by_workers)
+            out["paired"].setdefault(model, {}).update(b.get("paired", {}).get(model, {}))
             if model in b.get("floor", {}):
                 out["floor"][model] = b["floor"][model]
     decode = [b["settings"].get("decode_ms_per_sample") for b in ran]

@@ -97,15 +97,43 @@ def check_gpu_bench_rows(block, epochs):
     return rows
 
 
+def check_gpu_bench_paired(block, rounds, transfers, images):
+    """The paired part ran each worker count: every round took a floor and
+    one epoch per transfer, in the order rotated by the round, and each
+    epoch's ratios are to that round's floor and copy epoch; only the fill
+    epoch loaded from the source, and no item came back wrong."""
+    count = 0
+    for model, by_workers in block["paired"].items():
+        for workers, p in by_workers.items():
+            count += 1
+            assert p["wrong"] == 0 and p["checked"] > 0, (model, workers)
+            assert p["source_loads"] == p["images"] == images, (model, workers)
+            assert len(p["rounds"]) == rounds
+            for k, r in enumerate(p["rounds"]):
+                assert r["order"] == transfers[k % len(transfers):] + \
+                    transfers[:k % len(transfers)]
+                assert r["floor_s"] > 0
+                assert all(0 <= r["wait_s"][t] <= r["epoch_s"][t] for t in transfers)
+            for t in transfers:
+                assert p["epoch_vs_floor"][t] == [r["epoch_s"][t] / r["floor_s"]
+                                                  for r in p["rounds"]]
+                if "copy" in transfers and t != "copy":
+                    assert p["vs_copy"][t] == [r["epoch_s"][t] / r["epoch_s"]["copy"]
+                                               for r in p["rounds"]]
+    return count
+
+
 def test_gpu_bench_harness_runs_on_the_cpu(tmp_path):
     json_path = tmp_path / "standard.json"
     run_script("gpu_bench.py", "--quick", "--device", "cpu", "--models", "tiny",
-               "--workers", "0,2", "--images", 32, "--dir", tmp_path, "--json", json_path)
+               "--workers", "0,2", "--images", 32, "--paired", 2, "--dir", tmp_path,
+               "--json", json_path)
     result = json.loads(json_path.read_text())
     assert result["wrong"] == 0
     # 3 configurations x 3 transfers, less no_cache's loader, for each worker count
     assert check_gpu_bench_rows(result, 2) == 2 * 8
     assert result["ratios"]
+    assert check_gpu_bench_paired(result, 2, ["copy", "to_device", "loader"], 32) == 2
     # The heavy setting's source (1024 px JPEGs, PIL filters) in one row,
     # and --merge joins the two runs as the report reads them.
     heavy_path = tmp_path / "heavy.json"
@@ -119,3 +147,17 @@ def test_gpu_bench_harness_runs_on_the_cpu(tmp_path):
     assert merged["wrong"] == 0
     assert check_gpu_bench_rows(merged, 2) == 2 * 8
     assert check_gpu_bench_rows(merged["heavy"], 2) == 1
+    assert check_gpu_bench_paired(merged, 2, ["copy", "to_device", "loader"], 32) == 2
+    assert check_gpu_bench_paired(merged["heavy"], 3, ["loader"], 8) == 1  # 3: the default
+    # The report's GPU section from the merged file: the paired table and
+    # the goals it judges (a CPU run is labelled as such, not judged).
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "gpu_bench.json").write_text(merged_path.read_text())
+    run_script("report.py", "--results", results, "--out", tmp_path / "REPORT.md")
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "Paired part: one opt + disk + prefetch store" in report
+    assert "| tiny | 2 | to_device |" in report
+    assert "Source loads in all (each image once in the fill epoch, none after): " \
+        "tiny/0 32 of 32, tiny/2 32 of 32; wrong samples: 0." in report
+    assert "CPU harness check, not GPU results" in report
