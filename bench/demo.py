@@ -16,7 +16,7 @@ It prints epoch times, where the samples came from, and speedups, and
 checks that every sample the store returned equals the decoded one.
 
 Usage: PYTHONPATH=<build>/python /usr/bin/python3 bench/demo.py
-       [--images N] [--workers K] [--dir DIR] [--json FILE]
+       [--images N] [--workers K] [--ram-ratio R] [--dir DIR] [--json FILE]
 """
 
 import argparse
@@ -129,6 +129,8 @@ def main():
     parser = argparse.ArgumentParser(description="opt4store demo")
     parser.add_argument("--images", type=int, default=300)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--ram-ratio", type=float, default=0.3,
+                        help="the RAM tier as a share of the decoded bytes (default 0.3)")
     parser.add_argument("--dir", default=None, help="work folder (default: a temp folder)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--restart-child", action="store_true", help=argparse.SUPPRESS)
@@ -152,9 +154,11 @@ def main():
         make_images(images_dir, args.images)
     ds = JpegDataset(images_dir)
     decoded = len(ds) * 3 * OUT * OUT
-    ram = int(decoded * 0.3)
+    if not 0 < args.ram_ratio <= 4:
+        parser.error("--ram-ratio: more than 0, at most 4")
+    ram = int(decoded * args.ram_ratio)
     print(f"dataset: {len(ds)} JPEGs, decoded to 3x{OUT}x{OUT} uint8 ({decoded / 2**20:.1f} MiB);"
-          f" RAM tier {ram / 2**20:.1f} MiB (30%), disk tier for all;"
+          f" RAM tier {ram / 2**20:.1f} MiB ({args.ram_ratio:.0%}), disk tier for all;"
           f" batch 32, {args.workers} workers", flush=True)
 
     epochs = 3
@@ -205,7 +209,7 @@ def main():
 
     def row(name, plain_t, store_t, s):
         served = s["accesses"] or 1
-        return (f"{name:<18}{plain_t:>9.2f}s{store_t:>9.2f}s{plain_t / store_t:>9.1f}x"
+        return (f"{name:<18}{plain_t:>9.3f}s{store_t:>9.3f}s{plain_t / store_t:>9.1f}x"
                 f"{(s['hits_ram'] + s['hits_disk']) / served:>11.0%}"
                 f"{s['source_loads'] / served:>9.0%}")
 
