@@ -141,16 +141,21 @@ CONFIGS = ("no_cache", "lru_ram", "static_ram", "opt_ram", "opt_disk", "opt_disk
            "all_in_ram")
 
 
+def written_once(folder, n, side, write):
+    """folder, once it holds n JPEGs of side x side: write(folder, n) fills it
+    unless it holds n files already (a run reuses the last run's)."""
+    os.makedirs(folder, exist_ok=True)
+    if len(os.listdir(folder)) != n:
+        shutil.rmtree(folder)
+        os.makedirs(folder)
+        print(f"writing {n} JPEGs of {side}x{side} to {folder} ...", flush=True)
+        write(folder, n)
+    return folder
+
+
 def image_set(work_dir, n):
     """The n JPEGs under work_dir/images-n, written once and reused."""
-    images_dir = os.path.join(work_dir, f"images-{n}")
-    os.makedirs(images_dir, exist_ok=True)
-    if len(os.listdir(images_dir)) != n:
-        shutil.rmtree(images_dir)
-        os.makedirs(images_dir)
-        print(f"writing {n} JPEGs of 512x512 to {images_dir} ...", flush=True)
-        make_images(images_dir, n)
-    return JpegDataset(images_dir)
+    return JpegDataset(written_once(os.path.join(work_dir, f"images-{n}"), n, 512, make_images))
 
 
 def reference_for(ds, n):

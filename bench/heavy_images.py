@@ -5,13 +5,13 @@ the source is slower), and the JPEGs it reads."""
 
 import multiprocessing
 import os
-import shutil
 
 import numpy as np
 import torch
 from PIL import Image, ImageFilter
 
 from demo import OUT, JpegDataset
+from e2e_bench import written_once
 
 IMAGE_SEED = 1  # the JPEGs' noise: the same bytes for the same index
 HEAVY_SIDE = 1024
@@ -45,15 +45,13 @@ def write_heavy_image(job):
                                                   quality=92)
 
 
+def write_heavy_images(folder, n):
+    """The n heavy JPEGs, by a process per core."""
+    with multiprocessing.Pool(os.cpu_count()) as pool:
+        pool.map(write_heavy_image, [(folder, i) for i in range(n)], chunksize=4)
+
+
 def heavy_image_set(work_dir, n):
-    """The n heavy JPEGs under work_dir/heavy-SIDE-n, written once (by a
-    process per core) and reused."""
+    """The n heavy JPEGs under work_dir/heavy-SIDE-n, written once and reused."""
     folder = os.path.join(work_dir, f"heavy-{HEAVY_SIDE}-{n}")
-    os.makedirs(folder, exist_ok=True)
-    if len(os.listdir(folder)) != n:
-        shutil.rmtree(folder)
-        os.makedirs(folder)
-        print(f"writing {n} JPEGs of {HEAVY_SIDE}x{HEAVY_SIDE} to {folder} ...", flush=True)
-        with multiprocessing.Pool(os.cpu_count()) as pool:
-            pool.map(write_heavy_image, [(folder, i) for i in range(n)], chunksize=4)
-    return HeavyJpegDataset(folder)
+    return HeavyJpegDataset(written_once(folder, n, HEAVY_SIDE, write_heavy_images))
