@@ -38,7 +38,9 @@
 #                                            to report); 329 s after check's
 #                                            build (H200, 400 images), before
 #                                            a floor was taken per cached run
-#                                            (15 of them, about 25 s more)
+#                                            (15 of them, about 25 s more) and
+#                                            the paired part added (about 60 s
+#                                            more, estimated: not yet run there)
 #
 # The GPU machine (the `device` tool) reaches no package registry and has
 # none of RocksDB, liburing, LZ4's headers, CLI11 or nlohmann-json; it has CUDA, python3 with
