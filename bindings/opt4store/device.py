@@ -37,6 +37,7 @@ import atexit
 import itertools
 import queue
 import threading
+import weakref
 
 import torch
 
@@ -172,6 +173,24 @@ class _PinnedRing:
                 buf = buffers[i] = torch.empty(t.numel(), dtype=t.dtype, pin_memory=True)
             t = buf[:t.numel()].view(t.shape).copy_(t)
         return t.to(self.device, non_blocking=self.non_blocking)
+
+
+class OwnBatches:
+    """A loader's own batches, as the iterable of a DeviceLoader that the
+    loader keeps for every epoch (opt4store.DataLoader with ``device=``):
+    ``batches`` is the loader's method that starts an epoch's. It holds the
+    loader weakly: the pair then makes no reference cycle, and dropping the
+    loader frees it at once (its persistent workers are joined then, not at
+    the next garbage collection)."""
+
+    def __init__(self, batches):
+        self._batches = weakref.WeakMethod(batches)
+
+    def __len__(self):
+        return len(self._batches().__self__)
+
+    def __iter__(self):
+        return self._batches()()
 
 
 class DeviceLoader:

@@ -58,7 +58,7 @@ from ._errors import InvalidArgumentError, InvalidTypeError
 from ._loader_jobs import Filler, JobList, PlannedBatches, load_rows
 from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
-from .device import check_device, to_device
+from .device import OwnBatches, check_device, to_device
 from .sampler import PlannedSampler
 from .store import NO_POSITION
 
@@ -95,7 +95,8 @@ class DataLoader:
     CachedDataset (see this module's docstring): change only the class
     name. Takes torch's keyword arguments with their meaning, plus
     ``device=``: batches are copied there ahead of use, from pinned slots on a
-    side stream (as opt4store.to_device does).
+    side stream (as opt4store.to_device does; the slots and the stream serve
+    every epoch of the loader).
 
     ``state_dict()`` / ``load_state_dict()`` (torchdata's StatefulDataLoader
     convention) resume at exactly the first batch not yet yielded, with any
@@ -124,8 +125,6 @@ class DataLoader:
         check_str("pin_memory_device", pin_memory_device, allow_empty=True)
         check_callable("collate_fn", collate_fn)
         check_callable("worker_init_fn", worker_init_fn)
-        if device is not None:
-            device = check_device("device", device)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise InvalidTypeError(f"generator: expected a torch.Generator or None, got "
                                    f"{type(generator).__name__}")
@@ -174,7 +173,10 @@ class DataLoader:
         self.prefetch_factor = prefetch_factor
         self.persistent_workers = persistent_workers
         self.pin_memory_device = pin_memory_device
-        self.device = device
+        self.device = None if device is None else check_device("device", device)
+        # One DeviceLoader for every epoch: its pinned slots are kept.
+        self._on_device = None if device is None else \
+            to_device(OwnBatches(self._batches), self.device)
         self._layout = None
         self._filler = None       # the workers' DataLoader, kept with persistent_workers
         self._slots = None        # per job in flight: shared tensors, one per leaf
@@ -213,10 +215,7 @@ class DataLoader:
     # ---- iteration
 
     def __iter__(self):
-        batches = self._batches()
-        if self.device is not None:
-            return iter(to_device(batches, self.device))
-        return batches
+        return self._batches() if self._on_device is None else iter(self._on_device)
 
     def _general(self):
         return self.collate_fn is not None or self.batch_size is None and \

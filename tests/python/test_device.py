@@ -9,11 +9,13 @@ CPU and non-CUDA device paths.
 """
 
 import collections
+import gc
 import os
 import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import pytest
 import torch
@@ -84,6 +86,64 @@ def test_cpu_is_the_identity(tmp_path, device):
             assert batch.device.type == "cpu"
             for j in range(BATCH):
                 assert torch.equal(batch[j], UniformDataset(N)[sampler.plan[b * BATCH + j]])
+    finally:
+        store.close()
+
+
+def native_loader(tmp_path, dataset, **loader_options):
+    """opt4store.DataLoader over a RAM-only store, 2 planned epochs."""
+    store = opt4store.Store(tmp_path / "store", ram_items=N, disk=0)
+    sampler = opt4store.PlannedSampler(
+        torch.utils.data.RandomSampler(range(len(dataset)),
+                                       generator=torch.Generator().manual_seed(1)), epochs=2)
+    ds = opt4store.CachedDataset(dataset, store, sampler)
+    return store, sampler, opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH,
+                                                **loader_options)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_native_loader_on_the_cpu_yields_the_datasets_values(tmp_path, workers):
+    store, sampler, loader = native_loader(tmp_path, UniformDataset(N), device="cpu",
+                                           num_workers=workers)
+    try:
+        for epoch in range(2):
+            count = 0
+            for b, batch in enumerate(loader):
+                assert batch.device.type == "cpu"
+                for j in range(BATCH):
+                    expected = UniformDataset(N)[sampler.plan[epoch * N + b * BATCH + j]]
+                    assert torch.equal(batch[j], expected), (epoch, b, j)
+                count += 1
+            assert count == len(loader) == N // BATCH
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("device", [None, "meta"])
+def test_native_loader_keeps_one_device_loader_and_is_freed_with_its_last_reference(
+        tmp_path, device):
+    # "meta" takes the DeviceLoader's path on any machine (a plain .to per
+    # tensor): one DeviceLoader serves every epoch, so that on CUDA its
+    # pinned slots do, and it holds the loader weakly (no cycle), so that
+    # `del loader` joins the persistent workers at once.
+    store, sampler, loader = native_loader(tmp_path, UniformDataset(N), device=device,
+                                           num_workers=2, persistent_workers=True)
+    try:
+        kept = loader._on_device
+        assert (kept is None) == (device is None)
+        for epoch in range(2):
+            batches = [batch for batch in loader]
+            assert [tuple(b.shape) for b in batches] == [(BATCH, 64)] * (N // BATCH)
+            assert {b.device.type for b in batches} == {device or "cpu"}
+            assert loader._on_device is kept
+        gone = weakref.ref(loader)
+        del batches
+        gc.disable()
+        try:
+            del loader
+            assert gone() is None
+        finally:
+            gc.enable()
     finally:
         store.close()
 
@@ -245,6 +305,32 @@ def test_cuda_batches_have_the_same_bytes(tmp_path, pin_memory):
                     assert torch.equal(host[j], expected)
                 count += 1
             assert count == N // BATCH
+    finally:
+        store.close()
+
+
+@cuda
+@pytest.mark.parametrize("workers,pin_memory", [(0, False), (2, False), (0, True)])
+def test_cuda_native_loader_batches_and_its_pinned_slots_kept_across_epochs(
+        tmp_path, workers, pin_memory):
+    store, sampler, loader = native_loader(tmp_path, UniformDataset(N), device="cuda",
+                                           num_workers=workers, pin_memory=pin_memory)
+    try:
+        rings = []
+        for epoch in range(2):
+            count = 0
+            for b, batch in enumerate(loader):
+                assert batch.is_cuda
+                host = (batch * 1).cpu()  # computed on the current stream
+                for j in range(BATCH):
+                    expected = UniformDataset(N)[sampler.plan[epoch * N + b * BATCH + j]]
+                    assert torch.equal(host[j], expected), (epoch, b, j)
+                count += 1
+            assert count == N // BATCH
+            ring = loader._on_device._ring
+            pointers = [t.data_ptr() for slot in ring.buffers for t in slot if t is not None]
+            rings.append((ring, pointers))
+        assert rings[1][0] is rings[0][0] and rings[1][1] == rings[0][1]
     finally:
         store.close()
 
