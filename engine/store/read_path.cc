@@ -76,6 +76,26 @@ void Store::Impl::CountExpectTimeout() {
   }
 }
 
+bool Store::Impl::OwnerGone() {
+  if (ctl_->header()->owner_closed.load(std::memory_order_acquire) != 0) return true;
+  if (owner_dead_.load(std::memory_order_acquire)) return true;
+  const int64_t now = NowNs();
+  int64_t last = owner_checked_ns_.load(std::memory_order_relaxed);
+  // One thread looks the process up per period; the others take the answer.
+  if (now - last < kOwnerCheckMs * 1000000 ||
+      !owner_checked_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    return false;
+  }
+  const shm::ProcessIdentity owner = ctl_->creator();
+  if (shm::ProcessAlive(owner.pid, owner.start_ticks)) return false;
+  if (!owner_dead_.exchange(true, std::memory_order_acq_rel)) {
+    log_("the store's owner, pid " + std::to_string(owner.pid) +
+         ", is gone without closing it; this process waits for it no more and loads what it "
+         "misses from the source");
+  }
+  return true;
+}
+
 void Store::Impl::AwaitPlanned(uint64_t position) {
   ControlBlock::Header* h = ctl_->header();
   auto answered = [&] {
@@ -90,7 +110,7 @@ void Store::Impl::AwaitPlanned(uint64_t position) {
   ctl_->counters().plan_waits.fetch_add(1, std::memory_order_relaxed);
   const int64_t deadline = NowNs() + kExpectTimeoutMs * 1000000;
   for (int64_t us = 20; !answered(); Backoff(&us)) {
-    if (h->owner_closed.load(std::memory_order_acquire) != 0) return;
+    if (OwnerGone()) return;
     if (NowNs() > deadline) {
       CountExpectTimeout();
       return;
@@ -247,9 +267,8 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       }
     });
   }
-  // After the owner closed, nobody answers fetches or Puts: never wait.
-  const bool owner_gone =
-      !owner && ctl_->header()->owner_closed.load(std::memory_order_acquire) != 0;
+  // After the owner closed or died, nobody answers fetches or Puts: never wait.
+  const bool owner_gone = !owner && OwnerGone();
   std::vector<size_t> from_disk;
   std::vector<uint64_t> versions;
   bool plan_awaited = false;  // AwaitPlanned: once a batch
@@ -309,7 +328,8 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         // may not have taken it yet (it lags when the disk is slow, and a
         // new epoch's workers start at once): look once it has taken every
         // Put sent so far, a wait that ends however few Puts are queued.
-        if (loader_read) WaitForPuts(kExpectTimeoutMs).PermitUncheckedError();
+        // A wait in vain counts as one, so that it stops as the others do.
+        if (loader_read && WaitForPuts(kExpectTimeoutMs).IsBusy()) CountExpectTimeout();
         statuses[i] = LookupRam(ids[i], sinks[i], &found);
       } else {
         c.expect_waits.fetch_add(1, std::memory_order_relaxed);
@@ -451,11 +471,11 @@ Status Store::Impl::PutDurably(ItemId id, const struct iovec* parts, int num_par
   const ControlBlock::Header* h = ctl_->header();
   const int64_t deadline = NowNs() + options_.fetch_timeout_ms * 1000000;
   const std::string what = "sync=\"every\": the Put of id " + std::to_string(id);
-  auto owner_gone = [&] { return h->owner_closed.load(std::memory_order_acquire) != 0; };
+  const std::string gone = what + " was not written: the store's owner closed it or is gone";
   uint64_t end = 0;
   Status s;
   for (int64_t us = 20;; Backoff(&us)) {
-    if (owner_gone()) return Status::IOError(what + " was not written: the store's owner closed");
+    if (OwnerGone()) return Status::IOError(gone);
     s = queue_->TryPushv(kMsgPut, parts, num_parts, &end);
     if (!s.IsBusy() || NowNs() > deadline) break;
   }
@@ -464,7 +484,7 @@ Status Store::Impl::PutDurably(ItemId id, const struct iovec* parts, int num_par
     return s.WithContext(what + " could not be sent to the owner");
   }
   for (int64_t us = 20; queue_->PoppedThrough() < end; Backoff(&us)) {
-    if (owner_gone()) return Status::IOError(what + " was not written: the store's owner closed");
+    if (OwnerGone()) return Status::IOError(gone);
     if (NowNs() > deadline) {
       return Status::IOError(what + " is not durable: the owner did not write it within " +
                              "fetch_timeout_ms=" + std::to_string(options_.fetch_timeout_ms));
@@ -485,11 +505,10 @@ Status Store::Impl::PutDurably(ItemId id, const struct iovec* parts, int num_par
 Status Store::Impl::WaitForPuts(int64_t timeout_ms) {
   if (closed_.load(std::memory_order_acquire)) return Status::IOError("the store is closed");
   if (!queue_) return Status::OK();
-  const ControlBlock::Header* h = ctl_->header();
   const uint64_t end = queue_->PushedThrough();
   const int64_t deadline = NowNs() + timeout_ms * 1000000;
   for (int64_t us = 20; queue_->PoppedThrough() < end; Backoff(&us)) {
-    if (h->owner_closed.load(std::memory_order_acquire) != 0) return Status::OK();
+    if (OwnerGone()) return Status::OK();
     if (NowNs() > deadline) {
       return Status::Busy("the owner did not take the queued Puts within " +
                           std::to_string(timeout_ms) + " ms");

@@ -188,6 +188,13 @@ class Store::Impl : private ResidencyTiers {
   // Counts a wait for another process that ended in vain, and warns when
   // this process stops waiting (kMaxExpectTimeouts).
   void CountExpectTimeout();
+  // A reader process: whether the owner closed the store or its process is
+  // gone (killed without Close). Either way nobody answers a fetch, a plan
+  // ask or a Put any more, so readers send none and wait for none. The
+  // process is looked up at most every kOwnerCheckMs (a /proc read); a
+  // death, once seen, is kept. Assumes the owner's pid is valid here (one
+  // PID namespace, as the shared memory already assumes).
+  bool OwnerGone();
   // A reader process's Put with sync="every": returns once the owner has
   // written the value (OK), or why it could not (NoSpace, IOError).
   Status PutDurably(ItemId id, const struct iovec* parts, int num_parts);
@@ -211,6 +218,9 @@ class Store::Impl : private ResidencyTiers {
   static constexpr int64_t kExpectTimeoutMs = 2000;
   static constexpr uint64_t kMaxExpectTimeouts = 3;
   std::atomic<uint64_t> expect_timeouts_{0};  // this process's
+  static constexpr int64_t kOwnerCheckMs = 20;
+  std::atomic<bool> owner_dead_{false};         // OwnerGone: seen dead
+  std::atomic<int64_t> owner_checked_ns_{0};    // OwnerGone: last lookup
 
   // Fixed after open.
   std::string last_run_;  // an admin open: the counters the last run saved
