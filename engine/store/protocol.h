@@ -41,9 +41,10 @@
 //   its Put, who time out (above).
 //   The owner closes or dies: Close sets owner_closed in the control block,
 //   after which readers send no fetch and never wait (a Put still goes into
-//   the queue, where nobody reads it); an owner killed without Close leaves
-//   readers to time out on each wait, and their values are still right
-//   (they load from the source).
+//   the queue, where nobody reads it); an owner killed without Close is
+//   seen by its readers' waits, which look its process up (pid and start
+//   time, at most every 20 ms: Store::Impl::OwnerGone) and then act as after
+//   a Close. Their values stay right (they load from the source).
 #ifndef OPT4STORE_ENGINE_STORE_PROTOCOL_H_
 #define OPT4STORE_ENGINE_STORE_PROTOCOL_H_
 
