@@ -34,14 +34,15 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"
 Pair = collections.namedtuple("Pair", "image label")
 
 
-def make_loader(tmp_path, dataset, **loader_options):
+def make_loader(tmp_path, dataset, loader_class=torch.utils.data.DataLoader, **loader_options):
+    """(store, sampler, loader): a loader_class over a CachedDataset of a
+    RAM-only store, 2 planned epochs."""
     store = opt4store.Store(tmp_path / "store", ram_items=N, disk=0)
     sampler = opt4store.PlannedSampler(
         torch.utils.data.RandomSampler(range(len(dataset)),
                                        generator=torch.Generator().manual_seed(1)), epochs=2)
     ds = opt4store.CachedDataset(dataset, store, sampler)
-    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH, **loader_options)
-    return store, sampler, loader
+    return store, sampler, loader_class(ds, sampler=sampler, batch_size=BATCH, **loader_options)
 
 
 def fillers():
@@ -91,14 +92,7 @@ def test_cpu_is_the_identity(tmp_path, device):
 
 
 def native_loader(tmp_path, dataset, **loader_options):
-    """opt4store.DataLoader over a RAM-only store, 2 planned epochs."""
-    store = opt4store.Store(tmp_path / "store", ram_items=N, disk=0)
-    sampler = opt4store.PlannedSampler(
-        torch.utils.data.RandomSampler(range(len(dataset)),
-                                       generator=torch.Generator().manual_seed(1)), epochs=2)
-    ds = opt4store.CachedDataset(dataset, store, sampler)
-    return store, sampler, opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH,
-                                                **loader_options)
+    return make_loader(tmp_path, dataset, opt4store.DataLoader, **loader_options)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
