@@ -199,7 +199,6 @@ def same_sample(i, v):
 
 
 def check(path, n, expect=None):
-    import torch
     import opt4store
     n = int(n)
     failures = []
