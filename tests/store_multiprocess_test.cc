@@ -591,8 +591,18 @@ TEST_CASE("Store: a reader whose owner was killed waits for it no more and its v
   close(owner.fd);
   std::unique_ptr<Store> reader;
   REQUIRE(Store::Attach(handle, &reader).ok());
-  const ReadTally before = ReadRange(reader.get(), ids, 0, n, shape);
-  INFO("epoch 0, owner alive: " << before.ToString());
+  // Epoch 0's first half: the owner takes the Puts and writes them to its
+  // disk tier, whose places readers read. Its second half: Puts the owner,
+  // stopped, never takes; epoch 1's reads of those items look for them.
+  ReadTally before = ReadRange(reader.get(), ids, 0, n / 2, shape);
+  REQUIRE(reader->WaitForPuts(10000).ok());
+  const Clock::time_point written_by = Clock::now() + std::chrono::seconds(10);
+  while (reader->Stats().disk_items < n / 2 && Clock::now() < written_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(kill(owner.pid, SIGSTOP) == 0);
+  before.Add(ReadRange(reader.get(), ids, n / 2, n, shape));
+  INFO("epoch 0: " << before.ToString());
   CHECK(before.wrong == 0);
   CHECK(before.errors == 0);
   REQUIRE(kill(owner.pid, SIGKILL) == 0);
@@ -608,6 +618,7 @@ TEST_CASE("Store: a reader whose owner was killed waits for it no more and its v
   CHECK(after.reads == 2 * n);
   CHECK(after.wrong == 0);
   CHECK(after.errors == 0);
+  CHECK(after.disk > 0);  // read from the segment files, without the owner
   // No wait ran to its end: each one stopped on seeing the owner gone.
   CHECK(st.expect_timeouts == 0);
   CHECK(st.fetch_timeouts == 0);
