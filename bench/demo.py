@@ -210,11 +210,11 @@ def main():
     def row(name, plain_t, store_t, s):
         served = s["accesses"] or 1
         return (f"{name:<18}{plain_t:>9.3f}s{store_t:>9.3f}s{plain_t / store_t:>9.1f}x"
-                f"{(s['hits_ram'] + s['hits_disk']) / served:>11.0%}"
+                f"{s['hits_ram'] / served:>7.0%}{s['hits_disk'] / served:>7.0%}"
                 f"{s['source_loads'] / served:>9.0%}")
 
     print()
-    print(f"{'epoch':<18}{'plain':>10}{'opt4store':>10}{'speedup':>10}{'from store':>11}"
+    print(f"{'epoch':<18}{'plain':>10}{'opt4store':>10}{'speedup':>10}{'RAM':>7}{'disk':>7}"
           f"{'decoded':>9}")
     for e in range(epochs):
         print(row(f"{e + 1}", plain_times[e], store_times[e], per_epoch[e]))
@@ -227,9 +227,10 @@ def main():
                   else f"{-first:.0%} less than plain")
     print(f"epochs 2-3: {later:.1f}x faster than plain; epoch 1 took {first_text}; after a restart the first epoch is {plain4[0] / restart['time']:.1f}x faster"
           f" and its first batch arrives in {restart['first_batch'] * 1e3:.0f} ms.")
-    print(f"from store: served by the RAM tier ({final['hits_ram']} reads in epochs 1-3; of them,"
-          f" {final['prefetched']} items were prefetched from the disk tier ahead of the readers)"
-          f" or read from disk on demand ({final['hits_disk']}); decoded: loaded from the JPEGs.")
+    print(f"RAM: served by the RAM tier ({final['hits_ram']} reads in epochs 1-3; of them,"
+          f" {final['prefetched']} items were prefetched from the disk tier ahead of the readers);"
+          f" disk: read from the disk tier on demand ({final['hits_disk']}), at the disk's speed;"
+          f" decoded: loaded from the JPEGs.")
     print(f"checked: {len(reference)} samples of epoch 3 against a fresh decode: "
           f"{wrong[0]} wrong. Store: {final['disk_items']} items on disk,"
           f" {final['ram_bytes_used'] / 2**20:.1f} MiB in RAM. Took {time.perf_counter() - started:.0f} s.")
