@@ -234,7 +234,8 @@ class Store {
   // Waits until the owner has acted on every Put that any process (a
   // DataLoader worker) sent before this call, so that Locate sees those
   // values. In any process. OK at once without a queue (no readers) or
-  // once the owner closed; Busy when timeout_ms ran out first.
+  // once the owner closed or its process is gone; Busy when timeout_ms ran
+  // out first.
   Status WaitForPuts(int64_t timeout_ms);
 
   // ---- Owner only (InvalidArgument in a reader).
