@@ -192,7 +192,7 @@ def main():
         now = store.stats()
         per_epoch.append({k: now[k] - previous.get(k, 0)
                           for k in ("accesses", "hits_ram", "hits_disk", "source_loads",
-                                    "prefetched")})
+                                    "prefetched", "hits_disk_bytes", "prefetch_bytes")})
         previous = dict(now)
     del loader
     final = store.stats()
@@ -227,6 +227,10 @@ def main():
                   else f"{-first:.0%} less than plain")
     print(f"epochs 2-3: {later:.1f}x faster than plain; epoch 1 took {first_text}; after a restart the first epoch is {plain4[0] / restart['time']:.1f}x faster"
           f" and its first batch arrives in {restart['first_batch'] * 1e3:.0f} ms.")
+    disk_bytes = sum(e["hits_disk_bytes"] + e["prefetch_bytes"] for e in per_epoch[1:])
+    print(f"epochs 2-3 read {disk_bytes / 2**20:.0f} MiB from the disk tier (on demand and"
+          f" prefetched), {disk_bytes / 2**30 / sum(store_times[1:]):.2f} GiB/s of their time:"
+          f" with RAM for {args.ram_ratio:.0%} of the data, the disk's speed bounds theirs.")
     print(f"RAM: served by the RAM tier ({final['hits_ram']} reads in epochs 1-3; of them,"
           f" {final['prefetched']} items were prefetched from the disk tier ahead of the readers);"
           f" disk: read from the disk tier on demand ({final['hits_disk']}), at the disk's speed;"

@@ -283,6 +283,18 @@ TEST_CASE(
   // found out of date.
   CHECK(st.hits_disk_direct > 0);
   CHECK(st.hits_disk_direct * 2 > st.hits_disk);
+  // Their bytes: every direct read counts its record's; a fetched one counts
+  // its own too unless evicted before the count (then 0).
+  uint64_t smallest = UINT64_MAX, largest = 0;
+  for (ItemId id = 0; id < n; ++id) {
+    const uint64_t bytes = SampleMeta(id).size() + SamplePayload(id, shape).size();
+    smallest = std::min(smallest, bytes);
+    largest = std::max(largest, bytes);
+  }
+  INFO("hits_disk_bytes " << st.hits_disk_bytes << "; items of " << smallest << " to " << largest
+                          << " bytes");
+  CHECK(st.hits_disk_bytes >= st.hits_disk_direct * smallest);
+  CHECK(st.hits_disk_bytes <= st.hits_disk * largest);
   REQUIRE(store->Close().ok());
 }
 

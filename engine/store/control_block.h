@@ -52,6 +52,7 @@ struct SharedCounters {
   std::atomic<uint64_t> accesses{0};
   std::atomic<uint64_t> hits_ram{0};
   std::atomic<uint64_t> hits_disk{0};
+  std::atomic<uint64_t> hits_disk_bytes{0};   // ... their meta + payload bytes
   std::atomic<uint64_t> hits_disk_direct{0};  // ... read by a reader from the segment itself
   std::atomic<uint64_t> source_loads{0};
   std::atomic<uint64_t> puts{0};

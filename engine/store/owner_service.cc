@@ -207,13 +207,14 @@ bool Store::Impl::DrainQueue() {
   return any;
 }
 
-Status Store::Impl::ReadPendingWrite(ItemId id, ReadSink* sink, bool* found) {
+Status Store::Impl::ReadPendingWrite(ItemId id, ReadSink* sink, bool* found, uint64_t* bytes) {
   *found = false;
   MutexLock lock(&write_mu_);
   if (write_ids_.count(id) == 0) return Status::OK();
   for (auto it = writes_.rbegin(); it != writes_.rend(); ++it) {
     if (it->id == id) {
       *found = true;
+      if (bytes) *bytes = it->meta.size() + it->payload.size();
       return CopyToSink(sink, it->meta, it->payload);
     }
   }

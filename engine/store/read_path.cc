@@ -177,7 +177,7 @@ Status Store::Impl::Peek(ItemId id, ReadSink* sink, GetSource* source) {
   return Status::OK();
 }
 
-Status Store::Impl::ReadPlaced(ItemId id, ReadSink* sink, bool* found) {
+Status Store::Impl::ReadPlaced(ItemId id, ReadSink* sink, bool* found, uint64_t* bytes) {
   *found = false;
   const char* dir = ctl_->segments_dir();
   DiskRecordPlace place;
@@ -192,6 +192,7 @@ Status Store::Impl::ReadPlaced(ItemId id, ReadSink* sink, bool* found) {
   }
   OPT4STORE_RETURN_IF_ERROR(CopyToSink(sink, meta, payload));
   *found = true;
+  *bytes = meta.size() + payload.size();
   ctl_->counters().hits_disk_direct.fetch_add(1, std::memory_order_relaxed);
   return Status::OK();
 }
@@ -271,6 +272,7 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
   const bool owner_gone = !owner && OwnerGone();
   std::vector<size_t> from_disk;
   std::vector<uint64_t> versions;
+  std::vector<uint64_t> disk_bytes(n, 0);  // per kDisk read: its meta + payload bytes
   bool plan_awaited = false;  // AwaitPlanned: once a batch
   for (size_t i = 0; i < n; ++i) {
     if (done[i]) continue;
@@ -285,7 +287,7 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       // Straight from the segment file: no wait for the owner, and no RAM
       // tier room needed (a full arena made fetches fail). Before any wait
       // for a prefetch or another reader's Put of an item the disk holds.
-      statuses[i] = ReadPlaced(ids[i], sinks[i], &found);
+      statuses[i] = ReadPlaced(ids[i], sinks[i], &found, &disk_bytes[i]);
       if (found) where[i] = GetSource::kDisk;
     }
     if (statuses[i].ok() && !found && !owner && !owner_gone && !plan_awaited &&
@@ -349,7 +351,7 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       try_disk = true;
     } else if (owner && disk_) {
       // Put by this process and still on its way to the disk tier.
-      statuses[i] = ReadPendingWrite(ids[i], sinks[i], &found);
+      statuses[i] = ReadPendingWrite(ids[i], sinks[i], &found, &disk_bytes[i]);
       if (!statuses[i].ok()) {
         done[i] = 1;
       } else if (found) {
@@ -384,6 +386,7 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
                       }
                       where[i] = GetSource::kDisk;
                       const uint64_t size = meta.size() + payload.size();
+                      disk_bytes[i] = size;
                       MutexLock lock(&mu_);
                       residency_->NoteSize(ids[i], size);
                       if (residency_->Wanted(positions[i], ids[i], size)) {
@@ -403,6 +406,9 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         done[i] = 1;
       } else if (found) {
         where[i] = GetSource::kDisk;
+        // The owner's answer, in RAM now (0 if evicted since: not counted).
+        ItemInfo info;
+        if (ram_->Peek(ids[i], &info).ok()) disk_bytes[i] = info.meta_size + info.payload_size;
       }
     }
   }
@@ -416,6 +422,7 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         break;
       case GetSource::kDisk:
         c.hits_disk.fetch_add(1, std::memory_order_relaxed);
+        c.hits_disk_bytes.fetch_add(disk_bytes[i], std::memory_order_relaxed);
         break;
       case GetSource::kMiss:
         c.source_loads.fetch_add(1, std::memory_order_relaxed);

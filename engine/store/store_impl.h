@@ -143,8 +143,10 @@ class Store::Impl : private ResidencyTiers {
   Status WriteThrough(ItemId id, std::string_view meta, std::string_view payload);
   // Writes the values readers Put to the disk tier; false when none waited.
   bool DrainWrites() EXCLUDES(drain_mu_, write_mu_);
-  // A value still in writes_: copied into *sink, *found set.
-  Status ReadPendingWrite(ItemId id, ReadSink* sink, bool* found) EXCLUDES(write_mu_);
+  // A value still in writes_: copied into *sink, *found set (and *bytes,
+  // when given, to its meta + payload bytes).
+  Status ReadPendingWrite(ItemId id, ReadSink* sink, bool* found, uint64_t* bytes = nullptr)
+      EXCLUDES(write_mu_);
   void HandleFetch(uint64_t position, ItemId id);
   // Tells readers where id's disk record is now (ControlBlock::SetPlace).
   void PublishPlace(ItemId id);
@@ -172,9 +174,9 @@ class Store::Impl : private ResidencyTiers {
   Status ReadRam(ItemId id, ReadSink* sink, bool* found);
   // A reader process: id's disk record read from its segment file at the
   // place the owner published (ControlBlock::Place), checked and copied
-  // into *sink. *found false (OK) when there is no place or the read fails
-  // its checks; an error is the sink's.
-  Status ReadPlaced(ItemId id, ReadSink* sink, bool* found);
+  // into *sink (*bytes: its meta + payload bytes). *found false (OK) when
+  // there is no place or the read fails its checks; an error is the sink's.
+  Status ReadPlaced(ItemId id, ReadSink* sink, bool* found, uint64_t* bytes);
   // ReadRam, waiting for an item that is being filled.
   Status LookupRam(ItemId id, ReadSink* sink, bool* found);
   Status WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms, ReadSink* sink,

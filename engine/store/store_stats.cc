@@ -98,6 +98,7 @@ void ReadSharedStats(const ControlBlock* ctl, RamTier* ram, StoreStats* st) {
     st->accesses = c.accesses.load();
     st->hits_ram = c.hits_ram.load();
     st->hits_disk = c.hits_disk.load();
+    st->hits_disk_bytes = c.hits_disk_bytes.load();
     st->hits_disk_direct = c.hits_disk_direct.load();
     st->source_loads = c.source_loads.load();
     st->puts = c.puts.load();

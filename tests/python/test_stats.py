@@ -78,6 +78,12 @@ def test_stats_add_up(tmp_path, counter, num_workers):
         # Totals across every process that read the store.
         assert st["accesses"] == 3 * N, st
         assert st["accesses"] == st["hits_ram"] + st["hits_disk"] + st["source_loads"], st
+        # A disk hit's bytes: 1 KiB of payload plus a small header. The owner
+        # counts each; a worker's fetched read is not counted if its item
+        # left RAM before the count.
+        assert st["hits_disk_bytes"] <= (numel * 4 + 512) * st["hits_disk"], st
+        if num_workers == 0:
+            assert st["hits_disk_bytes"] >= numel * 4 * st["hits_disk"] > 0, st
         assert st["source_loads"] == counter.count, st
         distinct = len(set(int(i) for i in sampler.plan))
         assert st["source_loads"] == distinct, st  # the disk tier keeps every item

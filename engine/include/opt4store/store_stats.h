@@ -33,6 +33,7 @@
   X(reads, uint64_t, accesses, kCount, "Gets")                                                     \
   X(reads, uint64_t, hits_ram, kCount, "served from the RAM tier")                                 \
   X(reads, uint64_t, hits_disk, kCount, "served by an on-demand disk read")                        \
+  X(reads, uint64_t, hits_disk_bytes, kBytes, "meta + payload bytes of those reads")               \
   X(reads, uint64_t, hits_disk_direct, kCount,                                                     \
     "hits_disk a reader process read from the segment files itself, without the owner")           \
   X(reads, uint64_t, source_loads, kCount, "found nowhere: the caller loaded from its source")     \
