@@ -254,20 +254,30 @@ class DeviceChecker:
         return int(self.counted[1])
 
 
+def shuffled(ds):
+    """The runs' shuffle: the same order in every configuration."""
+    return torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(SEED))
+
+
+def fresh_store(config, ds, store_dir):
+    """A new store of config's options (None for no_cache), at store_dir,
+    emptied first, when it has a disk tier."""
+    options = store_options(config, len(ds) * 3 * OUT * OUT)
+    if options is None:
+        return None
+    path = store_dir if options["disk"] else None
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
+    return opt4store.Store(path, **options)
+
+
 def make_loader(config, transfer, ds, trainer, workers, epochs, store_dir):
     """(batches of (x, idx) for the training loop, the store or None)."""
-    decoded = len(ds) * 3 * OUT * OUT
-    options = store_options(config, decoded)
-    shuffle = torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(SEED))
-    store = None
-    if options is None:
-        data, sampler = WithIndex(ds), shuffle
+    store = fresh_store(config, ds, store_dir)
+    if store is None:
+        data, sampler = WithIndex(ds), shuffled(ds)
     else:
-        path = store_dir if options["disk"] else None
-        if path:
-            shutil.rmtree(path, ignore_errors=True)
-        store = opt4store.Store(path, **options)
-        sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
+        sampler = opt4store.PlannedSampler(shuffled(ds), epochs=epochs)
         if transfer == "loader":
             # The cached value is (sample, index), so that the native loader's
             # batches carry their indices as torch's do.
@@ -335,11 +345,8 @@ def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir)
     (each loop takes the plan's next epoch) and the value, (sample, index),
     as the native loader needs; copy and to_device share one DataLoader and
     its workers."""
-    decoded = len(ds) * 3 * OUT * OUT
-    shutil.rmtree(store_dir, ignore_errors=True)
-    store = opt4store.Store(store_dir, **store_options("opt_disk_prefetch", decoded))
-    shuffle = torch.utils.data.RandomSampler(ds, generator=torch.Generator().manual_seed(SEED))
-    sampler = opt4store.PlannedSampler(shuffle, epochs=1 + rounds * len(transfers))
+    store = fresh_store("opt_disk_prefetch", ds, store_dir)
+    sampler = opt4store.PlannedSampler(shuffled(ds), epochs=1 + rounds * len(transfers))
     data = opt4store.CachedDataset(WithIndex(ds), store, sampler)
     keywords = {"sampler": sampler, "batch_size": BATCH, "num_workers": workers,
                 "persistent_workers": workers > 0}
