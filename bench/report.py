@@ -1,7 +1,4 @@
 #!/usr/bin/env python3
-# Longer than 600 lines because: one report, one section per results file
-# in a fixed order; new sections go in modules of their own
-# (report_loader.py).
 """Writes bench/REPORT.md and its PNG plots from the JSON results.
 
 Reads whichever of these exist in the results directory (default
@@ -11,7 +8,8 @@ bench/results/) and skips the rest, saying so in the report:
                      policy (replacement), the Zipf panel, DistributedSampler
   python_bench.json  bench/python_bench.py: per-read overhead, DataLoader
   store_bench.json   store_bench: RAM hit, disk speed, prefetch wait share
-  e2e.json           bench/e2e_bench.py: epoch time per configuration
+  e2e.json           bench/e2e_bench.py: epoch time per configuration, the
+                     paired rounds (report_e2e.py)
   faults.json        bench/fault_campaign.py: tries, wrong values and
                      failures per fault class (report_faults.py)
   loader.json        bench/loader_bench.py: torch's DataLoader against
@@ -52,6 +50,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report_cluster import section_cluster  # noqa: E402
 from report_cluster_sim import section_cluster_sim  # noqa: E402
+from report_e2e import section_e2e  # noqa: E402
 from report_faults import section_faults  # noqa: E402
 from report_gpu import section_gpu  # noqa: E402
 from report_loader import section_loader  # noqa: E402
@@ -292,178 +291,6 @@ def section_store(sb, path):
     return out
 
 
-def section_e2e(e2e, path, plots, rel):
-    out = ["## End-to-end loading", ""]
-    configs = e2e.get("configs") if isinstance(e2e, dict) else None
-    if not isinstance(configs, dict) or not configs:
-        return out + ["`%s` exists but holds no configurations; nothing to report." %
-                      os.path.basename(path), ""]
-    mline = machine_line(e2e, path)
-    out += ["Source: `%s`, written by `bench/e2e_bench.py`. Machine: %s. Epoch times in "
-            "seconds (shown to 6 significant digits); configurations or worker counts that the file lacks "
-            "are left out." % (os.path.basename(path), mline), ""]
-    series = []  # (config, workers, epoch_times)
-    for name, cfg in configs.items():
-        workers = cfg.get("workers") if isinstance(cfg, dict) else None
-        if not isinstance(workers, dict):
-            continue
-        for w, row in workers.items():
-            times = row.get("epoch_times") if isinstance(row, dict) else None
-            if isinstance(times, list) and times:
-                series.append((name, str(w), times))
-    if not series:
-        return out + ["No epoch times recorded yet.", ""]
-    max_epochs = max(len(t) for _, _, t in series)
-    out += ["| configuration | workers | " + " | ".join("epoch %d" % (i + 1) for i in range(max_epochs)) + " |",
-            "| --- | ---: | " + " | ".join("---:" for _ in range(max_epochs)) + " |"]
-    for name, w, times in series:
-        cells = [num(t) for t in times] + ["-"] * (max_epochs - len(times))
-        out.append("| %s | %s | %s |" % (name, w, " | ".join(cells)))
-    out.append("")
-
-    worker_counts = sorted({w for _, w, _ in series}, key=lambda x: int(x) if x.isdigit() else 0)
-    fig, axes = plt.subplots(1, len(worker_counts), figsize=(6 * len(worker_counts), 4.2),
-                             squeeze=False)
-    for ax, w in zip(axes[0], worker_counts):
-        for name, sw, times in series:
-            if sw == w:
-                ax.plot(range(1, len(times) + 1), times, marker="o", label=name)
-        ax.set_title("num_workers = %s" % w, fontsize=9)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("epoch time (s)")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    name = save_plot(fig, "bench/e2e_bench.py epoch times per configuration; %s" % mline,
-                     plots, "e2e_epoch_times.png")
-    out += ["![epoch time per configuration](%s/%s)" % (rel, name), ""]
-    out += e2e_summary(configs)
-    out += goals_table(e2e.get("goals"))
-    out += per_read_table(e2e.get("per_read"))
-    return out
-
-
-def pct(x):
-    return "-" if x is None else "%+.1f%%" % (100 * x)
-
-
-def e2e_summary(configs):
-    """Speedups, epoch 1 cost, hit rates and the restart, as e2e_bench.py
-    computed them (the epoch table above holds the times they come from)."""
-    out = ["Per configuration: epochs 2-5 against no cache with the same workers, epoch 1's "
-           "extra time over no cache, hit rate (RAM + disk hits over accesses) over all "
-           "epochs and over epochs 2 on, and the restart: one more epoch in a new process "
-           "that reopens the store, with the time to its first batch measured from before "
-           "the open (and of that, the open and plan setup).", "",
-           "| configuration | workers | epochs 2-5 speedup | epoch 1 cost | hit rate | "
-           "hit rate 2-5 | restart epoch s | first batch ms | open + plan ms |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for name, cfg in configs.items():
-        for w, r in (cfg.get("workers") or {}).items():
-            if not isinstance(r, dict):
-                continue
-            ms = lambda v: "-" if v is None else "%.0f" % (v * 1e3)  # noqa: E731
-            hit = lambda v: "-" if v is None else "%.3f" % v  # noqa: E731
-            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                name, w, "%.2fx" % r["speedup_later_epochs"] if r.get("speedup_later_epochs")
-                else "-", pct(r.get("epoch1_cost")), hit(r.get("hit_rate")),
-                hit(r.get("hit_rate_later_epochs")),
-                num(r["restart_epoch_time"]) if r.get("restart_epoch_time") else "-",
-                ms(r.get("restart_first_batch")), ms(r.get("restart_open"))))
-    out.append("")
-    return out
-
-
-PER_READ_ROWS = (
-    ("raw_decode_us", "raw `dataset[i]` (JPEG decode + resize)"),
-    ("dict_get_us", "plain dict cache: lookup"),
-    ("dict_get_clone_us", "plain dict cache: lookup + clone"),
-    ("ram_hit_us", "CachedDataset RAM hit"),
-    ("disk_hit_us", "CachedDataset disk hit (store reopened with a 1-item RAM tier)"),
-    ("miss_us", "CachedDataset miss (decode + put, written through to disk)"),
-)
-
-
-def per_read_table(pr):
-    if not isinstance(pr, dict):
-        return []
-    out = ["Per read from Python (part 2 of the suite): %s items of %s %s, median over %s "
-           "rounds of the time per read; the disk hits are served from files the page "
-           "cache may hold (%s)." % (
-               pr.get("items"), "x".join(str(d) for d in pr.get("shape", [])), pr.get("dtype"),
-               pr.get("rounds"), ", ".join("%s %s" % (k, v) for k, v in
-                                           (pr.get("disk_phase_stats") or {}).items())), "",
-           "| read | us |", "| --- | ---: |"]
-    for key, label in PER_READ_ROWS:
-        if pr.get(key) is not None:
-            out.append("| %s | %s |" % (label, num(pr[key])))
-    out += ["", "%s wrong values in the per-read phases." % pr.get("wrong", "?"), ""]
-    return out
-
-
-# The issue's goals, as e2e_bench.py judged them (opt + disk tier + prefetch
-# against no cache and against an all-in-RAM run), per worker count.
-GOAL_NAMES = {
-    "later_epochs_4x_vs_no_cache": "epochs 2-5 at least 4x faster than no cache",
-    "later_epochs_within_20pct_of_all_in_ram": "epochs 2-5 within 20% of an all-in-RAM run",
-    "epoch1_at_most_15pct_slower": "epoch 1 at most 15% slower than no cache",
-    "restart_epoch_4x_vs_no_cache": "first epoch after a restart at least 4x faster than no cache",
-}
-
-
-def goals_table(goals):
-    if not isinstance(goals, dict) or not goals:
-        return []
-    out = ["Goals (opt + disk tier + prefetch; ratio as e2e_bench.py computed it):", "",
-           "| goal | workers | ratio | target | verdict |", "| --- | ---: | ---: | --- | --- |"]
-    for w, per in sorted(goals.items()):
-        if not isinstance(per, dict):
-            continue
-        for key, g in per.items():
-            if not isinstance(g, dict):
-                continue
-            verdict = "met" if g.get("met") else "**MISSED**"
-            out.append("| %s | %s | %s | %s | %s |" % (GOAL_NAMES.get(key, key), w,
-                                                       num(g.get("ratio")), g.get("target", ""),
-                                                       verdict))
-    out.append("")
-    missed = sorted({key for per in goals.values() if isinstance(per, dict)
-                     for key, g in per.items() if isinstance(g, dict) and not g.get("met")})
-    for key in missed:
-        out += ["Why missed, " + GOAL_NAMES.get(key, key) + ": " + GOAL_WHY.get(key, "not analysed."),
-                ""]
-    return out
-
-
-# What the measurements showed when a goal was missed (see the e2e_bench.py
-# run's notes in bench/README.md); printed only for goals the data misses.
-GOAL_WHY = {
-    "later_epochs_within_20pct_of_all_in_ram":
-        "in epochs 2-5 opt + disk + prefetch brings about 70% of each epoch (some 140 MB) "
-        "back from the disk tier in the background (O_DIRECT read, CRC check, copy into the "
-        "RAM tier) while the all-in-RAM run reads nothing, and on 2 shared cores that work "
-        "competes with the reader, the workers and the model step. A cached epoch lasts "
-        "0.15-0.5 s, so a few tens of milliseconds decide the ratio; runs on this machine "
-        "have landed between about 1.0 and 1.5, the high end with 2 workers, whose cached "
-        "epochs are mostly torch's DataLoader moving samples between processes (on "
-        "2026-11-25 the code before the store's split into Residency and its services gave "
-        "1.45 with 2 workers in the same conditions as this report's 1.46; profiled under "
-        "perf earlier, the 0-worker pair took 0.687 and 0.681 s for epochs 2-5).",
-    "epoch1_at_most_15pct_slower":
-        "epoch 1 pays for the store's copies and disk writes; since the disk write moved to the "
-        "owner's planner thread a miss costs tens of microseconds over the decode, so a miss of "
-        "this goal is noise on the shared 2-core VM (compare the all-in-RAM row, which writes "
-        "nothing to disk).",
-    "restart_epoch_4x_vs_no_cache":
-        "the restarted epoch includes opening the store (RocksDB, the index scan for item "
-        "sizes, reserving the shared memory: about 60 ms) and starting the workers, and it "
-        "starts with an empty RAM tier, so all of its reads come from the disk tier; against "
-        "a no-cache epoch of about 2.5 s with 2 workers that leaves little room above 4x. With "
-        "0 workers the restart is over 10x faster.",
-    "later_epochs_4x_vs_no_cache": "not analysed.",
-}
-
-
 def section_tiers(rb, rp, db, dp):
     """The tiers against the machine's limits, measured in the same run."""
     out = ["## Tier throughput against the machine's limits", ""]
@@ -547,7 +374,7 @@ def main():
         missing.append("hitrate_lab.json (bench/hitrate_lab.py)")
     e2e, p = load(args.results, "e2e.json")
     if e2e is not None:
-        lines += section_e2e(e2e, p, plots, rel)
+        lines += section_e2e(e2e, p, plots, rel, machine_line, save_plot, num)
     else:
         missing.append("e2e.json (bench/e2e_bench.py)")
     ld, p = load(args.results, "loader.json")

@@ -23,7 +23,7 @@
 #                             that it skipped (bench/gpu_device.sh)
 #   9. bench/report.py        bench/REPORT.md and bench/report/*.png
 #
-# About 11 minutes on the 2-core machine (disk_bench 3.5, e2e 3.2, store 1.3,
+# About 12 minutes on the 2-core machine (disk_bench 3.5, e2e 3.6, store 1.3,
 # loader 1);
 # --quick about 1.5. --cxx first adds the engine's benchmarks of issue 2
 # (policy_bench, memory_bench, sizes_bench: about 9 more minutes), which

@@ -352,6 +352,17 @@ def run_child(code, *args, timeout=120):
     return json.loads(lines[-1])
 
 
+def run_bench(name, *args, timeout=300):
+    """Runs bench/<name> with args in a fresh interpreter; its stdout. Fails
+    the test if it exits non-zero."""
+    script = os.path.join(os.path.dirname(os.path.dirname(TESTS_DIR)), "bench", name)
+    proc = subprocess.run([sys.executable, script, *map(str, args)], env=child_env(),
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, (
+        f"{name} failed (rc {proc.returncode})\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc.stdout
+
+
 _NO_MOUNT = 77  # run_on_tmpfs's child: the tmpfs could not be mounted
 
 

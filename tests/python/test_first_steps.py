@@ -11,16 +11,13 @@ figures are the benchmarks' business."""
 import json
 import os
 import re
-import subprocess
-import sys
 
 import torch
 import torch.utils.data
 
-from o4s_testlib import child_env
+from o4s_testlib import run_bench
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BENCH = os.path.join(ROOT, "bench")
 
 
 class Filled(torch.utils.data.Dataset):
@@ -49,17 +46,9 @@ def test_readme_quick_start_runs_as_written(tmp_path):
     assert torch.equal(x, torch.stack([Filled()[k][0] for k in i.tolist()]))
 
 
-def run_script(name, *args, timeout=300):
-    proc = subprocess.run([sys.executable, os.path.join(BENCH, name), *map(str, args)],
-                          env=child_env(), capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, (
-        f"{name} failed (rc {proc.returncode})\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-    return proc.stdout
-
-
 def test_demo_decodes_each_image_once_and_every_sample_is_right(tmp_path):
     images = 64
-    out = run_script("demo.py", "--images", images, "--workers", 2, "--dir", tmp_path,
+    out = run_bench("demo.py", "--images", images, "--workers", 2, "--dir", tmp_path,
                      "--json", tmp_path / "demo.json")
     result = json.loads((tmp_path / "demo.json").read_text())
     assert result["wrong"] == 0, out
@@ -125,7 +114,7 @@ def check_gpu_bench_paired(block, rounds, transfers, images):
 
 def test_gpu_bench_harness_runs_on_the_cpu(tmp_path):
     json_path = tmp_path / "standard.json"
-    run_script("gpu_bench.py", "--quick", "--device", "cpu", "--models", "tiny",
+    run_bench("gpu_bench.py", "--quick", "--device", "cpu", "--models", "tiny",
                "--workers", "0,2", "--images", 32, "--paired", 2, "--dir", tmp_path,
                "--json", json_path)
     result = json.loads(json_path.read_text())
@@ -137,11 +126,11 @@ def test_gpu_bench_harness_runs_on_the_cpu(tmp_path):
     # The heavy setting's source (1024 px JPEGs, PIL filters) in one row,
     # and --merge joins the two runs as the report reads them.
     heavy_path = tmp_path / "heavy.json"
-    run_script("gpu_bench.py", "--heavy", "--device", "cpu", "--models", "tiny",
+    run_bench("gpu_bench.py", "--heavy", "--device", "cpu", "--models", "tiny",
                "--workers", 0, "--images", 8, "--epochs", 2, "--configs", "opt_disk_prefetch",
                "--transfers", "loader", "--dir", tmp_path, "--json", heavy_path)
     merged_path = tmp_path / "merged.json"
-    run_script("gpu_bench.py", "--merge", json_path, heavy_path, "--json", merged_path,
+    run_bench("gpu_bench.py", "--merge", json_path, heavy_path, "--json", merged_path,
                "--note", "test")
     merged = json.loads(merged_path.read_text())
     assert merged["wrong"] == 0
@@ -154,7 +143,7 @@ def test_gpu_bench_harness_runs_on_the_cpu(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     (results / "gpu_bench.json").write_text(merged_path.read_text())
-    run_script("report.py", "--results", results, "--out", tmp_path / "REPORT.md")
+    run_bench("report.py", "--results", results, "--out", tmp_path / "REPORT.md")
     report = (tmp_path / "REPORT.md").read_text()
     assert "Paired part: one opt + disk + prefetch store" in report
     assert "| tiny | 2 | to_device |" in report
