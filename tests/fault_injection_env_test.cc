@@ -273,6 +273,41 @@ TEST_CASE("fault injection: write, sync and truncate errors", "[fault]") {
   CHECK(f->Truncate(0).ok());
 }
 
+TEST_CASE("fault injection: a hook runs at the matching operation, which then proceeds",
+          "[fault]") {
+  TempDir dir;
+  FaultInjectionEnv env;
+  std::unique_ptr<File> a, b;
+  REQUIRE(env.OpenFile(dir.File("a.seg"), FileOptions(), &a).ok());
+  REQUIRE(env.OpenFile(dir.File("b.log"), FileOptions(), &b).ok());
+  int calls = 0;
+  std::string seen;
+  const int rule = env.Inject(Fault::Call(Fault::Op::kWrite, [&] {
+                                ++calls;
+                                // The hook may use the Env itself: no lock is held.
+                                char c = 0;
+                                size_t got = 0;
+                                if (a->Read(0, 1, &c, &got).ok() && got == 1) seen += c;
+                              })
+                                  .OnFile(".seg")
+                                  .Skip(1)
+                                  .Times(1));
+  CHECK(WriteAll(a.get(), 0, "x").ok());  // skipped
+  CHECK(WriteAll(b.get(), 0, "y").ok());  // another file
+  CHECK(calls == 0);
+  CHECK(WriteAll(a.get(), 1, "z").ok());  // fires, then writes
+  CHECK(calls == 1);
+  CHECK(seen == "x");
+  CHECK(WriteAll(a.get(), 2, "w").ok());  // spent
+  CHECK(calls == 1);
+  CHECK(env.fired(rule) == 1);
+  CHECK(env.bytes_written() == 4);
+  char buf[3] = {};
+  size_t got = 0;
+  REQUIRE(a->Read(0, 3, buf, &got).ok());
+  CHECK(std::string(buf, got) == "xzw");
+}
+
 TEST_CASE("fault injection: short reads; ReadFully completes them", "[fault]") {
   TempDir dir;
   FaultInjectionEnv env;

@@ -7,7 +7,8 @@
 //     worker does;
 //   - a reader killed with SIGKILL in the middle of its reads blocks neither
 //     the other readers nor the owner's Close();
-//   - a reader whose owner is killed waits for it no more;
+//   - a reader whose owner is killed waits for it no more, nor once the
+//     owner's Close has taken the last Puts (while its disk tier closes);
 //   - kill -9 of the owner while it puts, compacts, or reads with prefetch
 //     running: the reopen succeeds, every Get returns exactly the right bytes
 //     or NotFound, and Verify is OK.
@@ -34,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/base/fault_injection_env.h"
 #include "fork_child.h"
 #include "opt4store/store.h"
 #include "store_test_util.h"
@@ -561,6 +563,68 @@ const char* CrashKindName(CrashKind k) {
 // no plan ask or Put any more, and loads what it misses itself. Before, each
 // of its waits ran to its 2 s timeout (a DDP rank took about 15 s more for
 // 2 epochs of 512 reads after its owner rank was killed; fault campaign).
+// An owner in a forked child (fork it before this process opens anything):
+// it opens the store at `path`, sends its handle, then returns then(store,
+// fd) as its exit code.
+template <typename Then>
+Child ForkOwner(const StoreOptions& o, const std::string& path, Then then) {
+  return ForkChild([&](int fd) {
+    std::unique_ptr<Store> store;
+    if (!Store::Open(o, path, &store).ok()) return 2;
+    const std::string handle = store->handle();
+    const uint32_t size = static_cast<uint32_t>(handle.size());
+    if (!WriteAll(fd, &size, sizeof size) || !WriteAll(fd, handle.data(), size)) return 3;
+    return then(store.get(), fd);
+  });
+}
+
+// A reader attached to a ForkOwner child's store, through the handle it sent.
+std::unique_ptr<Store> AttachToOwner(const Child& owner) {
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
+  uint32_t size = 0;
+  REQUIRE(ReadAllBefore(owner.fd, &size, sizeof size, deadline));
+  std::string handle(size, '\0');
+  REQUIRE(ReadAllBefore(owner.fd, handle.data(), size, deadline));
+  std::unique_ptr<Store> reader;
+  REQUIRE(Store::Attach(handle, &reader).ok());
+  return reader;
+}
+
+// The reader reads epoch 0's first half, and waits until the owner has taken
+// those Puts and written them to its disk tier, whose places readers read.
+ReadTally ReadFirstHalfToDisk(Store* reader, const std::vector<ItemId>& ids, uint64_t n,
+                              const ValueShape& shape) {
+  ReadTally t = ReadRange(reader, ids, 0, n / 2, shape);
+  REQUIRE(reader->WaitForPuts(10000).ok());
+  const Clock::time_point written_by = Clock::now() + std::chrono::seconds(10);
+  while (reader->Stats().disk_items < n / 2 && Clock::now() < written_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return t;
+}
+
+// Epochs 1-2 read by a reader whose owner no longer serves (killed, or
+// closing): right values, disk hits from the segment files, and no wait run
+// to its timeout (one alone takes 2 s).
+void CheckReadsWithoutOwner(Store* reader, const std::vector<ItemId>& ids, uint64_t n,
+                            const ValueShape& shape) {
+  const Clock::time_point t0 = Clock::now();
+  const ReadTally after = ReadRange(reader, ids, n, 3 * n, shape);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const StoreStats st = reader->Stats();
+  INFO("epochs 1-2 without the owner: " << after.ToString() << " in " << seconds
+                                        << " s; expect timeouts " << st.expect_timeouts
+                                        << ", fetch timeouts " << st.fetch_timeouts
+                                        << ", plan waits " << st.plan_waits);
+  CHECK(after.reads == 2 * n);
+  CHECK(after.wrong == 0);
+  CHECK(after.errors == 0);
+  CHECK(after.disk > 0);
+  CHECK(st.expect_timeouts == 0);
+  CHECK(st.fetch_timeouts == 0);
+  CHECK(seconds < 2.0);
+}
+
 TEST_CASE("Store: a reader whose owner was killed waits for it no more and its values stay right",
           "[store][multiprocess][crash]") {
   ScratchStore scratch;
@@ -573,33 +637,15 @@ TEST_CASE("Store: a reader whose owner was killed waits for it no more and its v
   o.disk = 8 * kMiB;
   std::vector<ItemId> ids;
   REQUIRE(PlanIds(*o.plan, &ids).ok());
-  // The owner: forked before this process opens anything; it sends its
-  // handle, then waits to be killed.
-  Child owner = ForkChild([&](int fd) {
-    std::unique_ptr<Store> store;
-    if (!Store::Open(o, scratch.path(), &store).ok()) return 2;
-    const std::string handle = store->handle();
-    const uint32_t size = static_cast<uint32_t>(handle.size());
-    if (!WriteAll(fd, &size, sizeof size) || !WriteAll(fd, handle.data(), size)) return 3;
-    for (;;) pause();
+  Child owner = ForkOwner(o, scratch.path(), [](Store*, int) {
+    for (;;) pause();  // until killed
+    return 0;
   });
-  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
-  uint32_t size = 0;
-  REQUIRE(ReadAllBefore(owner.fd, &size, sizeof size, deadline));
-  std::string handle(size, '\0');
-  REQUIRE(ReadAllBefore(owner.fd, handle.data(), size, deadline));
+  std::unique_ptr<Store> reader = AttachToOwner(owner);
   close(owner.fd);
-  std::unique_ptr<Store> reader;
-  REQUIRE(Store::Attach(handle, &reader).ok());
-  // Epoch 0's first half: the owner takes the Puts and writes them to its
-  // disk tier, whose places readers read. Its second half: Puts the owner,
-  // stopped, never takes; epoch 1's reads of those items look for them.
-  ReadTally before = ReadRange(reader.get(), ids, 0, n / 2, shape);
-  REQUIRE(reader->WaitForPuts(10000).ok());
-  const Clock::time_point written_by = Clock::now() + std::chrono::seconds(10);
-  while (reader->Stats().disk_items < n / 2 && Clock::now() < written_by) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  // Epoch 0's second half: Puts the owner, stopped, never takes; epoch 1's
+  // reads of those items look for them.
+  ReadTally before = ReadFirstHalfToDisk(reader.get(), ids, n, shape);
   REQUIRE(kill(owner.pid, SIGSTOP) == 0);
   before.Add(ReadRange(reader.get(), ids, n / 2, n, shape));
   INFO("epoch 0: " << before.ToString());
@@ -607,22 +653,54 @@ TEST_CASE("Store: a reader whose owner was killed waits for it no more and its v
   CHECK(before.errors == 0);
   REQUIRE(kill(owner.pid, SIGKILL) == 0);
   opt4store_test::Reap(owner.pid);
+  // Each wait stopped on seeing the owner's process gone.
+  CheckReadsWithoutOwner(reader.get(), ids, n, shape);
+  CHECK(reader->Close().ok());
+  scratch.RemoveShmLeftovers();
+}
 
-  const Clock::time_point t0 = Clock::now();
-  const ReadTally after = ReadRange(reader.get(), ids, n, 3 * n, shape);
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const StoreStats st = reader->Stats();
-  INFO("epochs 1-2, owner killed: " << after.ToString() << " in " << seconds << " s; expect "
-                                    << "timeouts " << st.expect_timeouts << ", fetch timeouts "
-                                    << st.fetch_timeouts << ", plan waits " << st.plan_waits);
-  CHECK(after.reads == 2 * n);
-  CHECK(after.wrong == 0);
-  CHECK(after.errors == 0);
-  CHECK(after.disk > 0);  // read from the segment files, without the owner
-  // No wait ran to its end: each one stopped on seeing the owner gone.
-  CHECK(st.expect_timeouts == 0);
-  CHECK(st.fetch_timeouts == 0);
-  CHECK(seconds < 2.0);  // one wait to its timeout alone takes 2 s
+TEST_CASE("Store: readers wait no more once the owner's Close has taken the last Puts",
+          "[store][multiprocess]") {
+  ScratchStore scratch;
+  const uint64_t n = 256;
+  const ValueShape shape{1 * kKiB, 3 * kKiB};
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.plan = ShufflePlan(n, 3, 11);
+  o.ram_items = n / 4;
+  o.disk = 8 * kMiB;
+  std::vector<ItemId> ids;
+  REQUIRE(PlanIds(*o.plan, &ids).ok());
+  // The owner closes when told to, and stalls 5 s in its disk tier's sync
+  // (Close's last step), after telling the reader it is there.
+  StartGate close_now;
+  FaultInjectionEnv env;
+  o.env = &env;
+  Child closing = ForkOwner(o, scratch.path(), [&](Store* store, int fd) {
+    close_now.Wait();
+    env.Inject(Fault::Call(Fault::Op::kSync, [fd] {
+      const char in_sync = 's';
+      WriteAll(fd, &in_sync, 1);
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+    }).Times(1));
+    return store->Close().ok() ? 0 : 4;
+  });
+  std::unique_ptr<Store> reader = AttachToOwner(closing);
+  ReadTally before = ReadFirstHalfToDisk(reader.get(), ids, n, shape);
+  close_now.Open(1);
+  char in_sync = 0;
+  REQUIRE(ReadAllBefore(closing.fd, &in_sync, 1, Clock::now() + std::chrono::seconds(30)));
+  // The owner is in its disk tier's close: epoch 0's second half goes into
+  // a queue nobody drains, and epochs 1-2 look for it.
+  before.Add(ReadRange(reader.get(), ids, n / 2, n, shape));
+  INFO("epoch 0: " << before.ToString());
+  CHECK(before.wrong == 0);
+  CHECK(before.errors == 0);
+  CheckReadsWithoutOwner(reader.get(), ids, n, shape);
+  close(closing.fd);
+  const int status = opt4store_test::Reap(closing.pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
   CHECK(reader->Close().ok());
   scratch.RemoveShmLeftovers();
 }

@@ -194,6 +194,14 @@ uint64_t FaultInjectionEnv::bytes_written() const {
 
 FaultInjectionEnv::Decision FaultInjectionEnv::Check(Fault::Op op, const std::string& path,
                                                      uint64_t n) {
+  std::function<void()> call;
+  Decision d = Decide(op, path, n, &call);
+  if (call) call();  // without mu_: it may do I/O through this Env
+  return d;
+}
+
+FaultInjectionEnv::Decision FaultInjectionEnv::Decide(Fault::Op op, const std::string& path,
+                                                      uint64_t n, std::function<void()>* call) {
   MutexLock lock(&mu_);
   if (op == Fault::Op::kRead) ++reads_;
   if (op == Fault::Op::kWrite) ++writes_;
@@ -212,6 +220,10 @@ FaultInjectionEnv::Decision FaultInjectionEnv::Check(Fault::Op op, const std::st
     }
     ++rule.fired;
     ++fired_[rule.id];
+    if (f.effect == Fault::Effect::kCall) {
+      *call = f.call;
+      break;  // the operation goes on unharmed
+    }
     d.fire = true;
     d.effect = f.effect;
     d.error = f.error;

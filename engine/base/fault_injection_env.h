@@ -2,7 +2,9 @@
 // one by default) and makes chosen operations fail: EIO or ENOSPC on a
 // write, a read, a sync or a truncate; short reads; a disk that fills up
 // after N more bytes; a process that dies (SIGKILL) in the middle of a write
-// or right after one, for crash tests at exact points. Rules pick
+// or right after one, for crash tests at exact points; a hook that runs at
+// an operation, which then proceeds (a test that must act while the store
+// is at that point: in Close's sync, say). Rules pick
 // operations by kind, by a substring of the file's path, by position (let
 // `skip` matching operations pass, then fire `times` times) and, for
 // writes, by bytes written.
@@ -23,6 +25,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,7 +38,7 @@ namespace opt4store {
 // One rule. Build with the named constructors and the chained modifiers.
 struct Fault {
   enum class Op : uint8_t { kRead, kWrite, kSync, kTruncate };
-  enum class Effect : uint8_t { kError, kShortRead, kCrash };
+  enum class Effect : uint8_t { kError, kShortRead, kCrash, kCall };
 
   Op op = Op::kRead;
   Effect effect = Effect::kError;
@@ -49,6 +52,7 @@ struct Fault {
   uint64_t after_bytes = 0;
   size_t short_bytes = 1;  // kShortRead: the read reports at most this many bytes
   bool whole_write = false;  // kCrash: finish the write, then die
+  std::function<void()> call;  // kCall: runs on the operation's thread, no lock held
 
   static Fault ReadError(int err = EIO) { return Make(Op::kRead, Effect::kError, err); }
   static Fault ShortRead(size_t max_bytes) {
@@ -77,6 +81,13 @@ struct Fault {
     return f;
   }
   static Fault SyncError(int err = EIO) { return Make(Op::kSync, Effect::kError, err); }
+  // fn runs when a matching operation of kind `op` starts; the operation
+  // then goes on as if no rule had fired.
+  static Fault Call(Op op, std::function<void()> fn) {
+    Fault f = Make(op, Effect::kCall, 0);
+    f.call = std::move(fn);
+    return f;
+  }
   static Fault TruncateError(int err = EIO) { return Make(Op::kTruncate, Effect::kError, err); }
 
   Fault& OnFile(std::string substring) {
@@ -156,6 +167,10 @@ class FaultInjectionEnv final : public Env {
   Decision Check(Fault::Op op, const std::string& path, uint64_t n);
 
  private:
+  // Check's part under mu_; *call: a kCall rule's hook, for Check to run.
+  Decision Decide(Fault::Op op, const std::string& path, uint64_t n,
+                  std::function<void()>* call);
+
   struct Rule {
     Fault fault;
     int id;

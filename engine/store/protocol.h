@@ -39,12 +39,14 @@
 //   a death while holding the queue's robust mutex is repaired by the next
 //   locker. Nobody waits for a dead reader, except the readers waiting for
 //   its Put, who time out (above).
-//   The owner closes or dies: Close sets owner_closed in the control block,
-//   after which readers send no fetch and never wait (a Put still goes into
-//   the queue, where nobody reads it); an owner killed without Close is
-//   seen by its readers' waits, which look its process up (pid and start
-//   time, at most every 20 ms: Store::Impl::OwnerGone) and then act as after
-//   a Close. Their values stay right (they load from the source).
+//   The owner closes or dies: Close sets owner_closed in the control block
+//   once it has taken the last queued Puts (before the disk tier's sync and
+//   close, which can take seconds), after which readers send no fetch and
+//   never wait (a Put still goes into the queue, where nobody reads it); an
+//   owner killed without Close is seen by its readers' waits, which look its
+//   process up (pid and start time, at most every 20 ms:
+//   Store::Impl::OwnerGone) and then act as after a Close. Their values stay
+//   right (they load from the source).
 #ifndef OPT4STORE_ENGINE_STORE_PROTOCOL_H_
 #define OPT4STORE_ENGINE_STORE_PROTOCOL_H_
 

@@ -190,6 +190,10 @@ Status Store::Impl::Close() {
     }
     closed_.store(true);
   }
+  // Nothing more is taken from the queue or planned: readers stop waiting
+  // for the owner now, not after the disk tier's sync and close, which can
+  // take seconds.
+  if (ctl_) ctl_->header()->owner_closed.store(1, std::memory_order_release);
   if (disk_) {
     uint64_t saved = 0;
     // An open that failed before the residency existed had no readers: the
@@ -214,7 +218,6 @@ Status Store::Impl::Close() {
     if (result.ok()) result = s;
     disk_.reset();
   }
-  if (ctl_) ctl_->header()->owner_closed.store(1, std::memory_order_release);
   ram_.reset();
   queue_.reset();
   ctl_.reset();

@@ -279,7 +279,8 @@ class Store {
 
   // Flushes, stops the planner, saves the cursor and releases the disk
   // tier and shared memory. Later calls return IOError. In a reader it
-  // detaches. Idempotent.
+  // detaches. Idempotent. Readers stop waiting for the owner once it has
+  // taken the last queued Puts, before its disk tier syncs and closes.
   Status Close();
 
   // In any process: totals across every process (reader counters) plus the
