@@ -6,7 +6,8 @@
 //   - a reader that joins through Store::Attach(handle()), as a spawned
 //     worker does;
 //   - a reader killed with SIGKILL in the middle of its reads blocks neither
-//     the other readers nor the owner's Close();
+//     the other readers nor the owner's Close(), nor, killed between a miss
+//     and its Put, a reader that waits for that Put;
 //   - a reader whose owner is killed waits for it no more, nor once the
 //     owner's Close has taken the last Puts (while its disk tier closes);
 //   - kill -9 of the owner while it puts, compacts, or reads with prefetch
@@ -703,6 +704,63 @@ TEST_CASE("Store: readers wait no more once the owner's Close has taken the last
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(reader->Close().ok());
   scratch.RemoveShmLeftovers();
+}
+
+TEST_CASE("Store: a reader killed between its miss and its Put keeps nobody waiting for it",
+          "[store][multiprocess][crash]") {
+  ScratchStore scratch;
+  const uint64_t n = 64;
+  const ValueShape shape{1 * kKiB, 3 * kKiB};
+  // One epoch that reads every id twice: a read of an id's second lap waits
+  // for the Put of the reader of its first.
+  auto ids = std::make_shared<std::vector<ItemId>>();
+  for (int lap = 0; lap < 2; ++lap) {
+    for (ItemId id = 0; id < n; ++id) ids->push_back(id);
+  }
+  PlanSpec plan;
+  plan.kind = SamplerKind::kExplicit;
+  plan.dataset_size = n;
+  plan.ids = ids;
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.plan = plan;
+  o.ram_items = n;  // every first read is admitted: its Put is expected
+  const uint64_t doomed_reads = 16;  // positions 1..16
+  WaitingChild doomed = ForkWaitingChild([&](int fd, const std::string& handle) {
+    std::unique_ptr<Store> reader;
+    if (!Store::Attach(handle, &reader).ok()) return kExitAttachFailed;
+    for (uint64_t p = 1; p <= doomed_reads; ++p) {
+      StringSink sink;
+      if (!reader->Get(p, (*ids)[p], &sink).IsNotFound()) return kExitError;
+    }
+    const char missed = 'm';
+    if (!WriteAll(fd, &missed, 1)) return kExitPipe;
+    for (;;) pause();  // killed before it loads and Puts
+    return kExitOk;
+  });
+  auto store = OpenStore(o, scratch.path());
+  REQUIRE(Go(&doomed, store->handle()));
+  char missed = 0;
+  REQUIRE(ReadAllBefore(doomed.fd, &missed, 1, Clock::now() + std::chrono::seconds(30)));
+  close(doomed.fd);
+  REQUIRE(kill(doomed.pid, SIGKILL) == 0);
+  opt4store_test::Reap(doomed.pid);
+
+  // The second lap's reads of those ids, in the owner.
+  const Clock::time_point t0 = Clock::now();
+  const ReadTally t = ReadRange(store.get(), *ids, n + 1, n + 1 + doomed_reads, shape);
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const StoreStats st = store->Stats();
+  INFO(t.ToString() << " in " << seconds << " s; expect waits " << st.expect_waits
+                    << ", expect timeouts " << st.expect_timeouts);
+  CHECK(t.reads == doomed_reads);
+  CHECK(t.misses == doomed_reads);  // nobody Put them: loaded here
+  CHECK(t.wrong == 0);
+  CHECK(t.errors == 0);
+  CHECK(st.expect_waits == doomed_reads);  // each read waited for the dead reader's Put
+  CHECK(st.expect_timeouts == 0);          // and saw it dead: none ran to its 2 s
+  CHECK(seconds < 1.0);
+  REQUIRE(store->Close().ok());
 }
 
 // Exit codes of the crash child (it is meant to die by SIGKILL).

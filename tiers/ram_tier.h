@@ -228,10 +228,12 @@ class RamTier {
   // not "filling". Returns OK when it is resident, NotFound when the owner
   // evicted it or answered AnswerAbsent, Busy when timeout_ms passed
   // (timeout_ms < 0: no limit), IOError when the owner process died or
-  // destroyed its RamTier.
+  // destroyed its RamTier, or when `putter` (the process whose Put would
+  // bring the item, if known) is gone: it is looked up every 20 ms.
   // A worker that asks the owner for an item reads Version() (or Peek's
   // info.version) first, sends the request, then waits on that version.
-  Status Wait(ItemId id, uint64_t observed, int64_t timeout_ms);
+  Status Wait(ItemId id, uint64_t observed, int64_t timeout_ms,
+              const shm::ProcessIdentity* putter = nullptr);
 
   // Maps every page of the arena and the table into this process now
   // (MADV_POPULATE_READ), instead of one minor fault per 64 KiB on first

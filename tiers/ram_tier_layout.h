@@ -42,6 +42,8 @@ inline constexpr uint64_t kPayloadMask = (uint64_t{1} << 40) - 1;
 
 // Wait() sleeps at most this long before it checks that the owner lives.
 inline constexpr int64_t kWaitSliceNs = 200 * 1000 * 1000;
+// How often a wait for another reader's Put looks that reader's process up.
+inline constexpr int64_t kPutterCheckNs = 20 * 1000 * 1000;
 
 inline uint64_t StateOf(uint64_t word) { return word & kStateMask; }
 inline uint64_t OffsetUnitsOf(uint64_t word) { return word >> 32; }

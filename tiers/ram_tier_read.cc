@@ -121,7 +121,8 @@ Status RamTier::Read(ItemId id, ReadSink* sink) {
   return Status::Busy("RamTier::Read: item " + std::to_string(id) + " keeps changing");
 }
 
-Status RamTier::Wait(ItemId id, uint64_t observed, int64_t timeout_ms) {
+Status RamTier::Wait(ItemId id, uint64_t observed, int64_t timeout_ms,
+                     const shm::ProcessIdentity* putter) {
   if (id >= num_items_) {
     return Status::OutOfRange("RamTier::Wait: id " + std::to_string(id) + " >= num_items " +
                               std::to_string(num_items_));
@@ -145,7 +146,10 @@ Status RamTier::Wait(ItemId id, uint64_t observed, int64_t timeout_ms) {
         !ProcessAlive(owner_.pid, owner_.start_ticks)) {
       return Status::IOError("RamTier::Wait: the owner process is gone");
     }
-    int64_t slice = kWaitSliceNs;
+    if (putter != nullptr && !ProcessAlive(putter->pid, putter->start_ticks)) {
+      return Status::IOError("RamTier::Wait: the process that was to put it is gone");
+    }
+    int64_t slice = putter != nullptr ? kPutterCheckNs : kWaitSliceNs;
     if (timeout_ms >= 0) {
       const int64_t left =
           std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()).count();

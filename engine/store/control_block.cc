@@ -8,11 +8,12 @@ namespace {
 
 constexpr uint64_t kMagic = 0x6f707434637472ull;  // "opt4ctr"
 // 3: the disk tier's gauges; 4: sync_every, the last write error; 5: record
-// places; 7: plan asks and missed bits
-constexpr uint32_t kVersion = 7;
+// places; 7: plan asks and missed bits; 8: the consumers ring
+constexpr uint32_t kVersion = 8;
 
 uint64_t RingOffset() { return (sizeof(ControlBlock::Header) + 4095) & ~uint64_t{4095}; }
-uint64_t BitsOffset() { return RingOffset() + ControlBlock::kRingSize * 8; }
+uint64_t ConsumersOffset() { return RingOffset() + ControlBlock::kRingSize * 8; }
+uint64_t BitsOffset() { return ConsumersOffset() + ControlBlock::kRingSize * 8; }
 uint64_t BitmapBytes(uint64_t dataset_size) { return ((dataset_size + 63) / 64) * 8; }
 // The on-disk bits, the missed bits, the expected positions, the places.
 uint64_t MissedOffset(uint64_t dataset_size) { return BitsOffset() + BitmapBytes(dataset_size); }
@@ -84,6 +85,7 @@ Status ControlBlock::Layout(bool create) {
     return Status::Corruption("control block '" + segment_->name() + "' is truncated");
   }
   ring_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + RingOffset());
+  consumers_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + ConsumersOffset());
   on_disk_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + BitsOffset());
   missed_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() +
                                                      MissedOffset(header_->dataset_size));
@@ -115,13 +117,31 @@ void ControlBlock::MarkConsumed(uint64_t position, ItemId id) {
   }
   const uint64_t frontier = header_->frontier.load(std::memory_order_acquire);
   if (position < frontier || position >= frontier + kRingSize) return;
-  ring_[position & (kRingSize - 1)].store(SlotTag(position) | id, std::memory_order_release);
+  const uint64_t slot = position & (kRingSize - 1);
+  // The reader first: one who sees the slot's tag sees it (or a later lap's).
+  consumers_[slot].store(shm::PackProcess(shm::CurrentProcess()), std::memory_order_relaxed);
+  ring_[slot].store(SlotTag(position) | id, std::memory_order_release);
 }
 
 bool ControlBlock::Consumed(uint64_t position, ItemId* id) const {
   const uint64_t v = ring_[position & (kRingSize - 1)].load(std::memory_order_acquire);
   if ((v & ~uint64_t{0xFFFFFFFF}) != SlotTag(position)) return false;
   *id = static_cast<ItemId>(v & 0xFFFFFFFFull);
+  return true;
+}
+
+bool ControlBlock::ConsumedBy(uint64_t position, ItemId* id,
+                              shm::ProcessIdentity* reader) const {
+  const uint64_t slot = position & (kRingSize - 1);
+  const uint64_t v = ring_[slot].load(std::memory_order_acquire);
+  if ((v & ~uint64_t{0xFFFFFFFF}) != SlotTag(position)) return false;
+  const uint64_t packed = consumers_[slot].load(std::memory_order_acquire);
+  // Written again meanwhile: the reader read may be another lap's. (A later
+  // lap's reader caught between its two stores is not seen so; it is alive,
+  // so a wait on it lasts as long as one without a reader would.)
+  if (ring_[slot].load(std::memory_order_acquire) != v || packed == 0) return false;
+  *id = static_cast<ItemId>(v & 0xFFFFFFFFull);
+  *reader = shm::UnpackProcess(packed);
   return true;
 }
 

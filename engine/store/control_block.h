@@ -12,7 +12,10 @@
 //              stores (plan generation, lap = position / R + 1, id) when it
 //              has read the position; the owner advances the frontier over
 //              slots whose generation and lap match. Stale slots (an older
-//              lap or plan) are harmless without clearing.
+//              lap or plan) are harmless without clearing. Beside it, per
+//              slot, the process that read the position (pid and start
+//              time): a reader that waits for that reader's Put stops once
+//              it is gone.
 //   on_disk    one bit per id: the disk tier holds it. Readers use it to
 //              decide between "ask the owner" and "load from the source".
 //   expected   per id, the plan position whose reader is loading the item
@@ -180,8 +183,11 @@ class ControlBlock {
   // behind the frontier, or a whole ring ahead of it, are not recorded (the
   // owner skips those as abandoned once readers are far past them).
   void MarkConsumed(uint64_t position, ItemId id);
-  // Owner: whether `position` was consumed, and with which id.
+  // Whether `position` was consumed, and with which id.
   bool Consumed(uint64_t position, ItemId* id) const;
+  // Consumed, and by which process; false also when the slot changed while
+  // it was read (another lap's reader wrote it).
+  bool ConsumedBy(uint64_t position, ItemId* id, shm::ProcessIdentity* reader) const;
 
   // ---- on-disk bits (owner writes)
 
@@ -231,6 +237,7 @@ class ControlBlock {
   std::unique_ptr<SharedSegment> segment_;
   Header* header_ = nullptr;
   std::atomic<uint64_t>* ring_ = nullptr;
+  std::atomic<uint64_t>* consumers_ = nullptr;  // per ring slot: shm::PackProcess
   std::atomic<uint64_t>* on_disk_ = nullptr;
   std::atomic<uint64_t>* missed_ = nullptr;
   std::atomic<uint64_t>* expected_ = nullptr;

@@ -28,8 +28,11 @@
 // the reader loads from its source. A reader that misses an item the policy
 // admitted at an earlier position (ControlBlock::ExpectedFrom) waits the
 // same way, up to 2 s, for the Put of the reader loading it, instead of
-// loading it a second time; after three such waits in vain a process stops
-// waiting for others' Puts. The owner never waits for a reader.
+// loading it a second time. The process that read the admitting position is
+// recorded beside it (ControlBlock::ConsumedBy), and the wait looks it up
+// every 20 ms: it ends once that process is gone. After three waits in vain
+// (timeouts) a process stops waiting for others' Puts. The owner never
+// waits for a reader.
 //
 // Failures.
 //   Queue full: a Put is dropped and counted (puts_dropped; the value is
@@ -37,8 +40,8 @@
 //   A reader dies: its messages already in the queue are served; a message
 //   half written is never seen (the tail moves only when it is complete);
 //   a death while holding the queue's robust mutex is repaired by the next
-//   locker. Nobody waits for a dead reader, except the readers waiting for
-//   its Put, who time out (above).
+//   locker. Nobody waits for a dead reader: a reader waiting for its Put
+//   sees it gone within 20 ms (above).
 //   The owner closes or dies: Close sets owner_closed in the control block
 //   once it has taken the last queued Puts (before the disk tier's sync and
 //   close, which can take seconds), after which readers send no fetch and

@@ -52,13 +52,15 @@ Status Store::Impl::ReadRam(ItemId id, ReadSink* sink, bool* found) {
 }
 
 Status Store::Impl::WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms, ReadSink* sink,
-                                bool* found) {
+                                bool* found, const shm::ProcessIdentity* putter,
+                                bool* timed_out) {
   *found = false;
   const int64_t t0 = NowNs();
-  Status w = ram_->Wait(id, version, timeout_ms);
+  Status w = ram_->Wait(id, version, timeout_ms, putter);
   SharedCounters& c = ctl_->counters();
   c.waits.fetch_add(1, std::memory_order_relaxed);
   c.wait_ns.fetch_add(NowNs() - t0, std::memory_order_relaxed);
+  if (timed_out) *timed_out = w.IsBusy();
   if (!w.ok()) return Status::OK();
   return ReadRam(id, sink, found);
 }
@@ -316,7 +318,8 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       const uint64_t version = ram_->Version(ids[i]);
       const uint64_t from = ctl_->ExpectedFrom(ids[i]);
       ItemId got = 0;
-      const bool loader_read = from > 0 && ctl_->Consumed(from, &got);
+      shm::ProcessIdentity loader;
+      const bool loader_read = from > 0 && ctl_->ConsumedBy(from, &got, &loader);
       if (ram_->Contains(ids[i]) || from >= positions[i] || (loader_read && got != ids[i]) ||
           std::find(positions, positions + n, from) != positions + n) {
         // Here already, no longer expected, its loader drifted to another
@@ -334,9 +337,12 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         if (loader_read && WaitForPuts(kExpectTimeoutMs).IsBusy()) CountExpectTimeout();
         statuses[i] = LookupRam(ids[i], sinks[i], &found);
       } else {
+        // A loader that dies before its Put ends the wait within 20 ms.
         c.expect_waits.fetch_add(1, std::memory_order_relaxed);
-        statuses[i] = WaitAndRead(ids[i], version, kExpectTimeoutMs, sinks[i], &found);
-        if (!found && ram_->Version(ids[i]) == version) CountExpectTimeout();
+        bool timed_out = false;
+        statuses[i] = WaitAndRead(ids[i], version, kExpectTimeoutMs, sinks[i], &found,
+                                  loader_read ? &loader : nullptr, &timed_out);
+        if (timed_out) CountExpectTimeout();
       }
       if (!statuses[i].ok()) {
         done[i] = 1;

@@ -179,8 +179,11 @@ class Store::Impl : private ResidencyTiers {
   Status ReadPlaced(ItemId id, ReadSink* sink, bool* found, uint64_t* bytes);
   // ReadRam, waiting for an item that is being filled.
   Status LookupRam(ItemId id, ReadSink* sink, bool* found);
+  // putter: the process whose Put is awaited, if known (its death ends the
+  // wait); *timed_out: whether the wait ran to its timeout.
   Status WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms, ReadSink* sink,
-                     bool* found);
+                     bool* found, const shm::ProcessIdentity* putter = nullptr,
+                     bool* timed_out = nullptr);
   void Mark(uint64_t position, ItemId id);
   // A reader process: returns once the owner has planned through
   // `position` (or as far as it can), has closed, or kept it waiting
