@@ -30,7 +30,9 @@
 // same way, up to 2 s, for the Put of the reader loading it, instead of
 // loading it a second time. The process that read the admitting position is
 // recorded beside it (ControlBlock::ConsumedBy), and the wait looks it up
-// every 20 ms: it ends once that process is gone. After three waits in vain
+// every 20 ms: once that process is gone, the reader looks again after the
+// owner has taken every Put sent so far (the dead reader may have sent it),
+// then loads the item itself. After three waits in vain
 // (timeouts) a process stops waiting for others' Puts. The owner never
 // waits for a reader.
 //

@@ -337,12 +337,20 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         if (loader_read && WaitForPuts(kExpectTimeoutMs).IsBusy()) CountExpectTimeout();
         statuses[i] = LookupRam(ids[i], sinks[i], &found);
       } else {
-        // A loader that dies before its Put ends the wait within 20 ms.
         c.expect_waits.fetch_add(1, std::memory_order_relaxed);
         bool timed_out = false;
         statuses[i] = WaitAndRead(ids[i], version, kExpectTimeoutMs, sinks[i], &found,
                                   loader_read ? &loader : nullptr, &timed_out);
-        if (timed_out) CountExpectTimeout();
+        if (timed_out) {
+          CountExpectTimeout();
+        } else if (statuses[i].ok() && !found && loader_read &&
+                   ram_->Version(ids[i]) == version) {
+          // Its loader's process is gone: it may have sent the Put before
+          // it went, which the owner has not taken yet. Look once the owner
+          // has taken every Put sent so far, as for an earlier epoch's.
+          if (WaitForPuts(kExpectTimeoutMs).IsBusy()) CountExpectTimeout();
+          statuses[i] = LookupRam(ids[i], sinks[i], &found);
+        }
       }
       if (!statuses[i].ok()) {
         done[i] = 1;
