@@ -564,6 +564,18 @@ const char* CrashKindName(CrashKind k) {
 // no plan ask or Put any more, and loads what it misses itself. Before, each
 // of its waits ran to its 2 s timeout (a DDP rank took about 15 s more for
 // 2 epochs of 512 reads after its owner rank was killed; fault campaign).
+// The store of the tests of an owner that stops serving: n ids over 3
+// shuffled epochs (*ids: the plan), a quarter in RAM, all on disk.
+StoreOptions OwnerLossOptions(const ScratchStore& scratch, uint64_t n, std::vector<ItemId>* ids) {
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.plan = ShufflePlan(n, 3, 11);
+  o.ram_items = n / 4;
+  o.disk = 8 * kMiB;
+  REQUIRE(PlanIds(*o.plan, ids).ok());
+  return o;
+}
+
 // An owner in a forked child (fork it before this process opens anything):
 // it opens the store at `path`, sends its handle, then returns then(store,
 // fd) as its exit code.
@@ -631,13 +643,8 @@ TEST_CASE("Store: a reader whose owner was killed waits for it no more and its v
   ScratchStore scratch;
   const uint64_t n = 256;
   const ValueShape shape{1 * kKiB, 3 * kKiB};
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.plan = ShufflePlan(n, 3, 11);
-  o.ram_items = n / 4;
-  o.disk = 8 * kMiB;
   std::vector<ItemId> ids;
-  REQUIRE(PlanIds(*o.plan, &ids).ok());
+  StoreOptions o = OwnerLossOptions(scratch, n, &ids);
   Child owner = ForkOwner(o, scratch.path(), [](Store*, int) {
     for (;;) pause();  // until killed
     return 0;
@@ -665,13 +672,8 @@ TEST_CASE("Store: readers wait no more once the owner's Close has taken the last
   ScratchStore scratch;
   const uint64_t n = 256;
   const ValueShape shape{1 * kKiB, 3 * kKiB};
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.plan = ShufflePlan(n, 3, 11);
-  o.ram_items = n / 4;
-  o.disk = 8 * kMiB;
   std::vector<ItemId> ids;
-  REQUIRE(PlanIds(*o.plan, &ids).ok());
+  StoreOptions o = OwnerLossOptions(scratch, n, &ids);
   // The owner closes when told to, and stalls 5 s in its disk tier's sync
   // (Close's last step), after telling the reader it is there.
   StartGate close_now;

@@ -363,6 +363,16 @@ def run_bench(name, *args, timeout=300):
     return proc.stdout
 
 
+def report_from(tmp_path, name, results_json):
+    """bench/REPORT.md as bench/report.py writes it from one results file
+    (results/<name> holding results_json); its text."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / name).write_text(results_json)
+    run_bench("report.py", "--results", results, "--out", tmp_path / "REPORT.md")
+    return (tmp_path / "REPORT.md").read_text()
+
+
 _NO_MOUNT = 77  # run_on_tmpfs's child: the tmpfs could not be mounted
 
 

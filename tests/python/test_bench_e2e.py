@@ -7,7 +7,7 @@ benchmark's business."""
 import json
 import statistics
 
-from o4s_testlib import run_bench
+from o4s_testlib import report_from, run_bench
 
 ROUNDS = 3
 PAIRED = ["no_cache", "opt_disk_prefetch", "all_in_ram"]
@@ -51,11 +51,7 @@ def test_e2e_bench_pairs_its_rounds_and_judges_the_goals_by_them(tmp_path):
     assert g["ratio"] == later(runs["no_cache"]["workers"]["0"]["epoch_times"]) / \
         later(runs["opt_disk_prefetch"]["workers"]["0"]["epoch_times"])
 
-    results = tmp_path / "results"
-    results.mkdir()
-    (results / "e2e.json").write_text(out.read_text())
-    run_bench("report.py", "--results", results, "--out", tmp_path / "REPORT.md")
-    report = (tmp_path / "REPORT.md").read_text()
+    report = report_from(tmp_path, "e2e.json", out.read_text())
     assert "Paired rounds (part 1b)" in report
     for r in range(ROUNDS):
         assert "| 0 | %d | %s |" % (r + 1, ", ".join(PAIRED[r:] + PAIRED[:r])) in report

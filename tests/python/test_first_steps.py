@@ -15,7 +15,7 @@ import re
 import torch
 import torch.utils.data
 
-from o4s_testlib import run_bench
+from o4s_testlib import report_from, run_bench
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -140,11 +140,7 @@ def test_gpu_bench_harness_runs_on_the_cpu(tmp_path):
     assert check_gpu_bench_paired(merged["heavy"], 3, ["loader"], 8) == 1  # 3: the default
     # The report's GPU section from the merged file: the paired table and
     # the goals it judges (a CPU run is labelled as such, not judged).
-    results = tmp_path / "results"
-    results.mkdir()
-    (results / "gpu_bench.json").write_text(merged_path.read_text())
-    run_bench("report.py", "--results", results, "--out", tmp_path / "REPORT.md")
-    report = (tmp_path / "REPORT.md").read_text()
+    report = report_from(tmp_path, "gpu_bench.json", merged_path.read_text())
     assert "Paired part: one opt + disk + prefetch store" in report
     assert "| tiny | 2 | to_device |" in report
     assert "Source loads in all (each image once in the fill epoch, none after): " \
