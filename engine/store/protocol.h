@@ -32,9 +32,9 @@
 // recorded beside it (ControlBlock::ConsumedBy), and the wait looks it up
 // every 20 ms: once that process is gone, the reader looks again after the
 // owner has taken every Put sent so far (the dead reader may have sent it),
-// then loads the item itself. After three waits in vain
-// (timeouts) a process stops waiting for others' Puts. The owner never
-// waits for a reader.
+// then loads the item itself. After three waits in vain (timeouts) a
+// process stops waiting for others' Puts. The owner never waits for a
+// reader.
 //
 // Failures.
 //   Queue full: a Put is dropped and counted (puts_dropped; the value is
