@@ -78,6 +78,11 @@ void Store::Impl::CountExpectTimeout() {
   }
 }
 
+Status Store::Impl::LookupAfterQueuedPuts(ItemId id, ReadSink* sink, bool* found) {
+  if (WaitForPuts(kExpectTimeoutMs).IsBusy()) CountExpectTimeout();
+  return LookupRam(id, sink, found);
+}
+
 bool Store::Impl::OwnerGone() {
   if (ctl_->header()->owner_closed.load(std::memory_order_acquire) != 0) return true;
   if (owner_dead_.load(std::memory_order_acquire)) return true;
@@ -333,9 +338,8 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         // may not have taken it yet (it lags when the disk is slow, and a
         // new epoch's workers start at once): look once it has taken every
         // Put sent so far, a wait that ends however few Puts are queued.
-        // A wait in vain counts as one, so that it stops as the others do.
-        if (loader_read && WaitForPuts(kExpectTimeoutMs).IsBusy()) CountExpectTimeout();
-        statuses[i] = LookupRam(ids[i], sinks[i], &found);
+        statuses[i] = loader_read ? LookupAfterQueuedPuts(ids[i], sinks[i], &found)
+                                  : LookupRam(ids[i], sinks[i], &found);
       } else {
         c.expect_waits.fetch_add(1, std::memory_order_relaxed);
         bool timed_out = false;
@@ -346,10 +350,8 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         } else if (statuses[i].ok() && !found && loader_read &&
                    ram_->Version(ids[i]) == version) {
           // Its loader's process is gone: it may have sent the Put before
-          // it went, which the owner has not taken yet. Look once the owner
-          // has taken every Put sent so far, as for an earlier epoch's.
-          if (WaitForPuts(kExpectTimeoutMs).IsBusy()) CountExpectTimeout();
-          statuses[i] = LookupRam(ids[i], sinks[i], &found);
+          // it went, which the owner has not taken yet.
+          statuses[i] = LookupAfterQueuedPuts(ids[i], sinks[i], &found);
         }
       }
       if (!statuses[i].ok()) {

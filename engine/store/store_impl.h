@@ -190,6 +190,11 @@ class Store::Impl : private ResidencyTiers {
   // kExpectTimeoutMs (an expect timeout). The plan then says whether a
   // reader that missed an item before this one is to Put it.
   void AwaitPlanned(uint64_t position);
+  // LookupRam once the owner has taken every Put sent so far (a wait that
+  // ends however few are queued): for a Put its sender may have sent before
+  // its epoch ended or its process went. A wait in vain counts as one
+  // (CountExpectTimeout), so that it stops as the others do.
+  Status LookupAfterQueuedPuts(ItemId id, ReadSink* sink, bool* found);
   // Counts a wait for another process that ended in vain, and warns when
   // this process stops waiting (kMaxExpectTimeouts).
   void CountExpectTimeout();
