@@ -4,6 +4,9 @@ offsets, dtypes and shapes of its leaves), the batch tensors it fills (one
 per leaf, from a pool that reuses memory nobody holds), how default_collate
 nests them, and the shared slots that workers write into."""
 
+import errno
+import math
+import os
 import random
 import sys
 
@@ -12,6 +15,7 @@ import torch
 import torch.utils.data
 
 from . import _core, _values
+from ._errors import NoSpaceError
 
 default_collate = getattr(torch.utils.data, "default_collate", None) or \
     torch.utils.data.dataloader.default_collate
@@ -205,6 +209,57 @@ def slots_for(layout, rows):
     return None
 
 
+# Where torch's CPU shared memory lives (shm_open), both sharing strategies.
+_SHM_FOLDER = "/dev/shm"
+
+
+def shared_tensor(shape, dtype):
+    """An uninitialized tensor in shared memory whose pages are reserved in
+    /dev/shm up front, or NoSpaceError naming the room it needs.
+
+    A worker that wrote a slot's row into a page /dev/shm cannot give would
+    die of SIGBUS, and so would the main process reading it. Tensor.
+    share_memory_() copies the tensor into new shared memory (0.2 s for 200
+    MiB of float slots here, on the first batch of a restart); new shared
+    memory with its pages allocated (posix_fallocate, under torch's default
+    file_descriptor strategy) takes a third of that, and its pages are
+    mapped by whichever process touches them first."""
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    _check_shm_room(nbytes)
+    new_shared = getattr(getattr(torch, "UntypedStorage", None), "_new_shared", None)
+    if new_shared is None:  # a torch without UntypedStorage: copy into shared memory
+        return torch.empty(shape, dtype=dtype).share_memory_()
+    storage = new_shared(nbytes)
+    # torch's own calls (torch.multiprocessing's), looked up: absent, the
+    # room was still checked above.
+    share_fd = getattr(storage, "_share_fd_cpu_", None)
+    if nbytes and share_fd and torch.multiprocessing.get_sharing_strategy() == "file_descriptor":
+        fd, size = share_fd()
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as e:  # else a file system that cannot reserve: checked above
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                _raise_no_shm_room(nbytes, e.strerror)
+    return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
+
+
+def _check_shm_room(nbytes):
+    try:
+        folder = os.statvfs(_SHM_FOLDER)
+    except OSError:
+        return  # no such folder to ask: the allocation itself will tell
+    if folder.f_bavail * folder.f_frsize < nbytes:
+        _raise_no_shm_room(nbytes, "%.1f MiB free" % (folder.f_bavail * folder.f_frsize / 2**20))
+
+
+def _raise_no_shm_room(nbytes, why):
+    raise NoSpaceError(
+        f"no space: opt4store.DataLoader's batch slot of {nbytes / 2**20:.1f} MiB does not fit "
+        f"in {_SHM_FOLDER} ({why}); enlarge {_SHM_FOLDER} (docker --shm-size), or lower "
+        "batch_size, num_workers or prefetch_factor (the workers write into num_workers x "
+        "prefetch_factor + 4 slots of a batch each)")
+
+
 class SharedSlots:
     """Batch tensors in shared memory (one per leaf per slot) that workers
     write rows into. A slot is taken for one batch's job and given back when
@@ -224,7 +279,7 @@ class SharedSlots:
         self.known = count
 
     def _grow(self):
-        slot = [torch.empty((self.rows,) + shape, dtype=dtype).share_memory_()
+        slot = [shared_tensor((self.rows,) + shape, dtype)
                 for shape, dtype in zip(self.layout.shapes, self.layout.dtypes)]
         self.tensors.append(slot)
         self.arrays.append([t.view(-1).view(torch.uint8).numpy() if t.numel() else None

@@ -4,7 +4,9 @@ sync="every" raise NoSpaceError, what the store holds is still served, a
 reopen on the disk that is still full works (and so does the CLI's verify),
 and once space is back the store takes Puts again. Skipped, saying why,
 where the mount is impossible. tests/store_full_disk_test.cc covers the
-same in C++, with more cases."""
+same in C++, with more cases. And /dev/shm too small for
+opt4store.DataLoader's batch slots, on a tmpfs mounted over it the same
+way."""
 
 import json
 
@@ -139,3 +141,54 @@ def test_full_disk_with_sync_flush_does_not_abort(tmp_path):
     proc = run_on_tmpfs(mnt, "16m", CHILD_FLUSH)
     assert proc.returncode == 0, f"child died ({proc.returncode}):\n{proc.stderr[-2000:]}"
     assert proc.stdout.strip().splitlines()[-1] == "wrong 0"
+
+
+CHILD_SHM = r"""
+import sys
+import torch
+import opt4store
+
+n, side = 96, 128
+
+class Images(torch.utils.data.Dataset):
+    def __len__(self):
+        return n
+
+    def __getitem__(self, i):
+        return torch.full((3, side, side), i % 251, dtype=torch.uint8), i
+
+def to_float(sample):  # a transform, so that the workers write float batches into the slots
+    image, i = sample
+    return image.float(), i
+
+store = opt4store.Store(sys.argv[2], ram_items=n, disk=0)
+sampler = opt4store.PlannedSampler(
+    torch.utils.data.RandomSampler(range(n), generator=torch.Generator().manual_seed(1)),
+    epochs=2)
+ds = opt4store.CachedDataset(Images(), store, sampler, transform=to_float)
+try:  # 8 slots of 64 float images (12 MiB each) in what the store left of /dev/shm
+    for batch in opt4store.DataLoader(ds, sampler=sampler, batch_size=64, num_workers=2):
+        pass
+    print("no error")
+except opt4store.NoSpaceError as e:
+    print("NoSpaceError:", e)
+wrong = 0
+for image, i in opt4store.DataLoader(ds, sampler=sampler, batch_size=64, num_workers=0):
+    wrong += sum(not torch.equal(image[k], torch.full((3, side, side), float(j % 251)))
+                 for k, j in enumerate(i.tolist()))
+store.close()
+print("wrong", wrong)
+"""
+
+
+def test_dev_shm_too_small_for_the_loaders_slots(tmp_path):
+    """opt4store.DataLoader's workers write batches into slots in /dev/shm.
+    One that does not hold them raises NoSpaceError naming /dev/shm (before,
+    the process died of SIGBUS writing the slots), and the store still
+    serves every value."""
+    proc = run_on_tmpfs("/dev/shm", "96m", CHILD_SHM, tmp_path / "store")
+    assert proc.returncode == 0, f"child died ({proc.returncode}):\n{proc.stderr[-2000:]}"
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-2].startswith("NoSpaceError: no space: opt4store.DataLoader's batch slot"), lines
+    assert "/dev/shm" in lines[-2] and "--shm-size" in lines[-2]
+    assert lines[-1] == "wrong 0"
