@@ -16,6 +16,9 @@ bench/results/) and skips the rest, saying so in the report:
                      opt4store.DataLoader (report_loader.py)
                      ({"machine": ..., "configs": {name: {"workers":
                      {"0": {"epoch_times": [...], ...}}}}}); partial is fine
+  ddp.json           bench/ddp_bench.py: DDP on one host, two ranks sharing
+                     one store, against no cache and a store per rank
+                     (report_ddp.py)
   cluster.json       bench/cluster_bench.py: four hosts as one cache against a
                      store per host (report_cluster.py); cluster_workers2.json
                      the same with 2 workers per host
@@ -50,6 +53,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report_cluster import section_cluster  # noqa: E402
 from report_cluster_sim import section_cluster_sim  # noqa: E402
+from report_ddp import section_ddp  # noqa: E402
 from report_e2e import section_e2e  # noqa: E402
 from report_faults import section_faults  # noqa: E402
 from report_gpu import section_gpu  # noqa: E402
@@ -382,6 +386,11 @@ def main():
         lines += section_loader(ld, p, plots, rel, machine_line, save_plot)
     else:
         missing.append("loader.json (bench/loader_bench.py)")
+    dd, p = load(args.results, "ddp.json")
+    if dd is not None:
+        lines += section_ddp(dd, p, machine_line)
+    else:
+        missing.append("ddp.json (bench/ddp_bench.py)")
     cs, p = load(args.results, "cluster_sim.json")
     if cs is not None:
         lines += section_cluster_sim(cs, p, plots, rel, machine_line, save_plot)

@@ -19,12 +19,14 @@
 #                             speed, RAM per id (bench/STORE.md)
 #   6. bench/e2e_bench.py     end-to-end epoch times
 #   7. bench/loader_bench.py  torch's DataLoader against opt4store.DataLoader
-#   8. bench/gpu_bench.py     timm training on a GPU; without CUDA it records
+#   8. bench/ddp_bench.py     two DDP ranks sharing one store, against no
+#                             cache and a store per rank
+#   9. bench/gpu_bench.py     timm training on a GPU; without CUDA it records
 #                             that it skipped (bench/gpu_device.sh)
-#   9. bench/report.py        bench/REPORT.md and bench/report/*.png
+#  10. bench/report.py        bench/REPORT.md and bench/report/*.png
 #
-# About 12 minutes on the 2-core machine (disk_bench 3.5, e2e 3.6, store 1.3,
-# loader 1);
+# About 13 minutes on the 2-core machine (disk_bench 3.5, e2e 3.6, store 1.3,
+# loader 1, ddp 0.7);
 # --quick about 1.5. --cxx first adds the engine's benchmarks of issue 2
 # (policy_bench, memory_bench, sizes_bench: about 9 more minutes), which
 # bench/README.md quotes and the report does not.
@@ -131,6 +133,11 @@ LOADER_DIR=$(mktemp -d /var/tmp/opt4store-suite-loader.XXXXXX)
 step loader_bench "$PYTHON" "$BENCH_SRC/loader_bench.py" "${QUICK[@]}" --dir "$LOADER_DIR" \
   --json "$OUT_DIR/loader.json"
 rm -rf -- "$LOADER_DIR"
+
+DDP_DIR=$(mktemp -d /var/tmp/opt4store-suite-ddp.XXXXXX)
+step ddp_bench "$PYTHON" "$BENCH_SRC/ddp_bench.py" "${QUICK[@]}" --dir "$DDP_DIR" \
+  --json "$OUT_DIR/ddp.json"
+rm -rf -- "$DDP_DIR"
 
 # Without CUDA it records why it skipped (or keeps an earlier GPU machine's
 # results); bench/gpu_device.sh runs it on a lent GPU machine.

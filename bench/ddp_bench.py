@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""DDP on one host, as users run it: two ranks share one store
+(Store(..., shared="local")), against no cache and a store per rank.
+
+Setup: bench/demo.py's JPEGs (512x512, decoded and resized to 3x256x256
+uint8 on every source load), samples (image, index); each rank a process of
+its own with torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE; gloo through a file), a shuffling DistributedSampler
+(seeded) in a PlannedSampler, `sampler.set_epoch(e)` each epoch, batch 32 a
+rank, drop_last=True, W workers a rank (default 2), a new loader every
+epoch, a random flip + uint8 -> float augmentation after the cache
+(transform=), and a small CNN in DistributedDataParallel with an SGD step
+per batch (its gradients' all-reduce keeps the ranks in lockstep). RAM for
+30% of the decoded bytes on the host plus a disk tier. 3 epochs; then rank
+0 saves a checkpoint (the sampler's state) and the ranks exit. The restart:
+new rank processes reopen the store(s), load the checkpoint and read epoch
+4 (the open counts).
+
+Configurations:
+  no_cache      torch's DataLoader over the plain dataset (the same transform)
+  per_rank      a store per rank (no shared=; half the host's RAM each) and
+                torch's DataLoader over a CachedDataset: what a DDP script
+                gets that wraps its dataset without shared="local"
+  torch_shared  torch's DataLoader over a CachedDataset on the shared store
+  opt4store     opt4store.DataLoader over the same
+  opt4store_persistent  the same, one loader for the run with
+                persistent_workers=True (the transform runs in the workers,
+                so a new loader starts them again every epoch)
+
+Reported per configuration: each epoch's time (the slower rank's: the
+ranks advance together), the floor (the same steps on one fixed batch, the
+ranks in lockstep as above: what the epoch would take if loading cost
+nothing), source loads of the whole host (a file every process appends a
+byte to per load, DataLoader workers included), the restart's epoch and
+first batch, and wrong samples: each batch's indices must be the
+DistributedSampler's order for that rank and epoch (drop_last's length),
+and each sample of CHECKED indices must equal a fresh decode, flipped or
+not, as float.
+
+Goals (opt4store, against no_cache in the same run): epochs 2-3 at least
+4x faster; the restarted epoch at least 4x faster; source loads over the
+epochs and the restart equal to the dataset's size (each sample decoded
+once on the host, drop_last's tails included). Every wrong sample makes
+the exit status 1; a missed goal says MISSED and does not.
+
+Usage: PYTHONPATH=<build>/python /usr/bin/python3 bench/ddp_bench.py
+       [--quick] [--images N] [--workers W] [--dir DIR] [--json FILE]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn as nn
+import torch.utils.data
+
+import opt4store
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from demo import FINGERPRINT, JpegDataset, WithIndex  # noqa: E402
+from e2e_bench import image_set, machine_info  # noqa: E402
+from loader_bench import Transformed, flip_float  # noqa: E402
+
+WORLD = 2
+EPOCHS = 3
+RAM_RATIO = 0.3
+SEED = 11
+CHECKED = 48
+CONFIGS = ("no_cache", "per_rank", "torch_shared", "opt4store", "opt4store_persistent")
+# A rank that takes longer than this is stuck: the run fails, naming it.
+RANK_TIMEOUT_S = 600
+
+
+class Counted(torch.utils.data.Dataset):
+    """The source dataset, appending a byte to a host-wide file per load
+    (from any process: ranks and their workers)."""
+
+    def __init__(self, ds, counter_path):
+        self.ds, self.counter_path = ds, counter_path
+
+    def __len__(self):
+        return len(self.ds)
+
+    def __getitem__(self, i):
+        fd = os.open(self.counter_path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+        return self.ds[i]
+
+
+def small_cnn():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.AvgPool2d(4), nn.Conv2d(3, 16, 3, stride=2), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+
+
+def train_step(model, optimizer, images, indices):
+    loss = nn.functional.cross_entropy(model(images), indices % 10)
+    optimizer.zero_grad()
+    loss.backward()  # DDP's all-reduce: the ranks in lockstep
+    optimizer.step()
+
+
+class Checker:
+    """Each batch against the rank's DistributedSampler order, and the
+    samples of the reference indices against a fresh decode (the flip is
+    random, so either orientation is right)."""
+
+    def __init__(self, cfg, rank, jpeg):
+        self.order = torch.utils.data.DistributedSampler(range(cfg["images"]),
+                                                         num_replicas=WORLD, rank=rank,
+                                                         shuffle=True, seed=SEED)
+        g = torch.Generator().manual_seed(7)
+        picks = torch.randperm(len(jpeg), generator=g)[:min(CHECKED, len(jpeg))].tolist()
+        self.reference = {i: jpeg[i].float().div_(255) for i in picks}
+        self.batch = cfg["batch"]
+        self.wrong = self.checked = 0
+
+    def epoch(self, epoch, seen):
+        """seen: the epoch's indices in the order the batches brought them."""
+        self.order.set_epoch(epoch)
+        expected = list(self.order)
+        expected = expected[:len(expected) // self.batch * self.batch]  # drop_last
+        self.wrong += seen != expected
+
+    def batch_values(self, images, indices):
+        for k, i in enumerate(indices.tolist()):
+            ref = self.reference.get(i)
+            if ref is not None:
+                self.checked += 1
+                self.wrong += not (torch.equal(images[k], ref) or
+                                   torch.equal(images[k], ref.flip(-1)))
+
+
+def open_store(cfg, rank):
+    budget = int(cfg["decoded"] * RAM_RATIO)
+    if cfg["config"] == "per_rank":
+        return opt4store.Store(f"{cfg['store']}-{rank}", ram=budget // WORLD,
+                               disk=2 * cfg["decoded"], fingerprint=FINGERPRINT)
+    return opt4store.Store(cfg["store"], ram=budget, disk=2 * cfg["decoded"],
+                           fingerprint=FINGERPRINT, shared="local")
+
+
+def close_store(store):
+    import torch.distributed as dist
+    dist.barrier()
+    if not store.is_owner:
+        store.close()  # the readers first
+    dist.barrier()
+    store.close()
+
+
+def rank_main(cfg, rank):
+    """One rank: the training epochs (cfg["phase"] == "train") or the
+    restart's epoch. Writes its figures to cfg["results"].<rank>."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + cfg["rendezvous"], rank=rank,
+                            world_size=WORLD)
+    jpeg = JpegDataset(cfg["images_dir"])
+    check = Checker(cfg, rank, jpeg)
+    source = Counted(WithIndex(jpeg), cfg["counter"])
+    base = torch.utils.data.DistributedSampler(source, num_replicas=WORLD, rank=rank,
+                                               shuffle=True, seed=SEED)
+    dist.barrier()
+    t0 = time.perf_counter()  # the restart's clock: the store's open counts, the group's not
+    restart = cfg["phase"] == "restart"
+    epochs = range(EPOCHS, EPOCHS + 1) if restart else range(EPOCHS)
+    store = sampler = None
+    if cfg["config"] == "no_cache":
+        ds, sampler = Transformed(source, flip_float), base
+    else:
+        store = open_store(cfg, rank)
+        sampler = opt4store.PlannedSampler(base, epochs=EPOCHS + 1)
+        ds = opt4store.CachedDataset(source, store, sampler, transform=flip_float)
+        if restart:
+            sampler.load_state_dict(torch.load(cfg["checkpoint"]))  # rank 0's, on every rank
+    model = DistributedDataParallel(small_cnn())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    ours = cfg["config"].startswith("opt4store")
+    persistent = cfg["config"] == "opt4store_persistent" and cfg["workers"] > 0
+    loader_class = opt4store.DataLoader if ours else torch.utils.data.DataLoader
+    times, first_batch, fixed, loader = [], None, None, None
+    for epoch in epochs:
+        sampler.set_epoch(epoch)  # as DDP loops do
+        dist.barrier()
+        start = t0 if restart else time.perf_counter()
+        checking, seen = 0.0, []
+        if loader is None or not persistent:
+            loader = loader_class(ds, sampler=sampler, batch_size=cfg["batch"],
+                                  num_workers=cfg["workers"], drop_last=True,
+                                  persistent_workers=persistent)
+        for images, indices in loader:
+            if first_batch is None and restart:
+                first_batch = time.perf_counter() - t0
+            c0 = time.perf_counter()
+            check.batch_values(images, indices)
+            seen.extend(indices.tolist())
+            if fixed is None:
+                fixed = (images.clone(), indices.clone())
+            checking += time.perf_counter() - c0
+            train_step(model, optimizer, images, indices)
+        times.append(time.perf_counter() - start - checking)
+        check.epoch(epoch, seen)
+    floor = None
+    if not restart:
+        batches = len(base) // cfg["batch"]
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(batches):
+            train_step(model, optimizer, *fixed)
+        floor = time.perf_counter() - start
+        if store is not None and rank == 0:
+            torch.save(sampler.state_dict(consumed=sampler.epoch_length), cfg["checkpoint"])
+    stats = None
+    if store is not None:
+        s = store.stats()
+        stats = {k: s.get(k, 0) for k in ("hits_ram", "hits_disk", "source_loads", "prefetched",
+                                          "expect_timeouts", "drift")}
+        close_store(store)
+    slowest = torch.tensor(times + [floor or 0.0], dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    with open(cfg["results"] + f".{rank}", "w") as f:
+        json.dump({"epoch_times": slowest[:-1].tolist(), "floor": slowest[-1].item(),
+                   "first_batch": first_batch, "wrong": check.wrong, "checked": check.checked,
+                   "stats": stats}, f)
+    dist.destroy_process_group()
+
+
+def run_ranks(cfg, folder, phase):
+    """Starts the WORLD ranks of a phase as torchrun would and waits for
+    them; their results, the slowest rank's times first (every rank has
+    them), and the host's source loads in that phase."""
+    cfg = dict(cfg, phase=phase, rendezvous=os.path.join(folder, f"rendezvous-{phase}"),
+               results=os.path.join(folder, f"result-{phase}"))
+    open(cfg["counter"], "wb").close()
+    procs = []
+    for rank in range(WORLD):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank),
+                   LOCAL_WORLD_SIZE=str(WORLD), OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--rank-child", json.dumps(cfg),
+             str(rank)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = []
+    try:
+        outputs = [p.communicate(timeout=RANK_TIMEOUT_S)[0] for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        raise RuntimeError(f"{cfg['config']} {phase}: the ranks did not finish in "
+                           f"{RANK_TIMEOUT_S} s")
+    for rank, (p, out) in enumerate(zip(procs, outputs)):
+        if p.returncode != 0:
+            sys.stderr.write(out)
+            raise RuntimeError(f"{cfg['config']} {phase}: rank {rank} failed "
+                               f"(rc {p.returncode})")
+    results = []
+    for rank in range(WORLD):
+        with open(cfg["results"] + f".{rank}") as f:
+            results.append(json.load(f))
+    return results, os.path.getsize(cfg["counter"])
+
+
+def run_config(name, args, images_dir, decoded, work):
+    folder = tempfile.mkdtemp(prefix=f"ddp-{name}-", dir=work)
+    cfg = {"config": name, "images": args.images, "images_dir": images_dir,
+           "decoded": decoded, "batch": args.batch, "workers": args.workers,
+           "store": os.path.join(folder, "store"), "counter": os.path.join(folder, "loads"),
+           "checkpoint": os.path.join(folder, "checkpoint.pt")}
+    train, loads = run_ranks(cfg, folder, "train")
+    restart, restart_loads = run_ranks(cfg, folder, "restart")
+    result = {"epoch_times": train[0]["epoch_times"], "floor": train[0]["floor"],
+              "restart_time": restart[0]["epoch_times"][0],
+              "restart_first_batch": max(r["first_batch"] for r in restart),
+              "source_loads": loads, "restart_source_loads": restart_loads,
+              "wrong": sum(r["wrong"] for r in train + restart),
+              "checked": sum(r["checked"] for r in train + restart)}
+    if train[0]["stats"] is not None:
+        result["stats"] = [r["stats"] for r in train]
+    shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+def later(times):
+    return sum(times[1:])
+
+
+def goals(configs, images):
+    base, ours = configs.get("no_cache"), configs.get("opt4store")
+    if not base or not ours:
+        return {}
+    return {
+        "cached_epochs_4x": {"ratio": later(base["epoch_times"]) / later(ours["epoch_times"]),
+                             "target": ">= 4.0"},
+        "restart_4x": {"ratio": base["restart_time"] / ours["restart_time"],
+                       "target": ">= 4.0"},
+        "loads_once": {"ratio": (ours["source_loads"] + ours["restart_source_loads"]) / images,
+                       "target": "= 1.0"},
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="64 images, batch 8 (the harness's test)")
+    parser.add_argument("--images", type=int, default=None, help="default 400 (--quick: 64)")
+    parser.add_argument("--batch", type=int, default=None, help="a rank's; default 32 (--quick: 8)")
+    parser.add_argument("--workers", type=int, default=2, help="DataLoader workers a rank")
+    parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "opt4store-bench"))
+    parser.add_argument("--json", default=os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "results", "ddp.json"))
+    parser.add_argument("--rank-child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.rank_child:
+        rank_main(json.loads(args.rank_child[0]), int(args.rank_child[1]))
+        return 0
+    args.images = args.images or (64 if args.quick else 400)
+    args.batch = args.batch or (8 if args.quick else 32)
+    names = [c for c in args.configs.split(",") if c]
+    unknown = sorted(set(names) - set(CONFIGS))
+    if unknown:
+        parser.error(f"unknown configurations {unknown}; known: {', '.join(CONFIGS)}")
+    if args.images % WORLD:
+        parser.error(f"--images must be a multiple of the {WORLD} ranks (no padding)")
+    os.makedirs(args.dir, exist_ok=True)
+    jpeg = image_set(args.dir, args.images)  # written once, before the ranks start
+    decoded = args.images * jpeg[0].numel()
+    work = tempfile.mkdtemp(prefix="ddp-bench-", dir=args.dir)
+    report = {"machine": machine_info(),
+              "settings": {"images": args.images, "world": WORLD, "batch": args.batch,
+                           "workers": args.workers, "epochs": EPOCHS, "ram_ratio": RAM_RATIO,
+                           "drop_last": True, "transform": "random flip, uint8 -> float",
+                           "model": "small CNN in DistributedDataParallel, SGD"},
+              "configs": {}}
+    wrong = 0
+    for name in names:
+        r = report["configs"][name] = run_config(name, args, os.path.dirname(jpeg.files[0]),
+                                                 decoded, work)
+        wrong += r["wrong"]
+        print(f"{name:12s} epochs {' '.join('%.3f' % t for t in r['epoch_times'])} s  "
+              f"floor {r['floor']:.3f} s  restart {r['restart_time']:.3f} s "
+              f"(first batch {1e3 * r['restart_first_batch']:.0f} ms)  source loads "
+              f"{r['source_loads']} + {r['restart_source_loads']} of {args.images}  "
+              f"wrong {r['wrong']} of {r['checked']} checked", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
+    report["goals"] = goals(report["configs"], args.images)
+    for name, g in report["goals"].items():
+        target = float(g["target"].split()[1])
+        g["met"] = g["ratio"] >= target if g["target"].startswith(">=") else \
+            g["ratio"] == target
+        print(f"goal {name}: {g['ratio']:.3f} (target {g['target']}) "
+              f"{'met' if g['met'] else 'MISSED'}")
+    report["wrong"] = wrong
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(report, f, indent=1)
+    print(f"wrote {args.json}; wrong samples: {wrong}")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
