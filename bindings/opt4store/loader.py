@@ -28,8 +28,9 @@ drop_last, len()). What differs is how a batch is made:
 - The workers start only for an epoch that has misses (or a transform): an
   epoch that the store holds whole starts no worker process.
 - ``transform=`` of the CachedDataset runs on every read, after the cache:
-  in the workers (their outputs go into the slots), or in the main process
-  without workers.
+  in the workers (their outputs go into the slots; keep one loader with
+  persistent_workers=True, or each new loader starts them), or in the main
+  process without workers.
 
 The fast path needs samples that default_collate would stack: tensors,
 numpy arrays, Python ints, floats and bools, in tuples, lists, dicts and

@@ -165,6 +165,33 @@ def test_seeded_random_transform_matches_torch(tmp_path, sample, num_workers):
          num_workers=num_workers, generator_seed=9, **kwargs)
 
 
+def test_one_persistent_loader_with_a_transform_matches_torch(tmp_path):
+    """The loader kept for the run with persistent_workers=True (what
+    README advises with a transform): its workers' random draws go on from
+    epoch to epoch as torch's persistent workers' do."""
+    epochs = 3
+    stores, loaders = [], []
+    for name, make_loader in (("a", torch.utils.data.DataLoader), ("b", opt4store.DataLoader)):
+        store, sampler, ds = cached(tmp_path, name, pair_sample, epochs, transform=flip_and_float)
+        stores.append(store)
+        loaders.append(make_loader(ds, sampler=sampler, batch_size=8, drop_last=True,
+                                   num_workers=2, multiprocessing_context="fork",
+                                   persistent_workers=True,
+                                   generator=torch.Generator().manual_seed(9)))
+    try:
+        for epoch in range(epochs):
+            torch.manual_seed(100 + epoch)
+            expected = list(loaders[0])
+            torch.manual_seed(100 + epoch)
+            got = list(loaders[1])
+            assert len(got) == len(expected) == N // 8
+            for k, (g, e) in enumerate(zip(got, expected)):
+                assert_same(g, e, f"epoch {epoch} batch {k}")
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_an_all_hit_epoch_starts_no_worker(tmp_path, monkeypatch):
     store, sampler, ds = cached(tmp_path, "s", tensor_sample, epochs=2, ram_items=N)
     started = []
