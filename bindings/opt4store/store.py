@@ -12,7 +12,7 @@ from . import _core, _values
 from ._checks import (MAX_UINT64, check_bool, check_dir_path, check_index, check_int,
                       check_number, check_position, check_str, int_array)
 from .cluster import ClusterSharing
-from .distributed import LocalSharing
+from .distributed import WARN_UNSHARED, LocalSharing, unshared_ddp_warning
 from ._errors import Error, InvalidArgumentError, InvalidTypeError, IOError_
 from ._sizes import parse_size
 
@@ -242,6 +242,9 @@ class Store:
                 return  # open_owner attached the sampler before publishing
         elif self._core is None:
             self._open(dataset_size)
+            unshared = unshared_ddp_warning(sampler)
+            if unshared:
+                self.warn_once(WARN_UNSHARED, unshared)
         elif self._core.dataset_size() != dataset_size:
             raise InvalidArgumentError(
                 f"the store at {self.path!r} holds a dataset of {self._core.dataset_size()} "

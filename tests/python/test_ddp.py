@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -293,3 +294,26 @@ def test_shared_store_single_process_is_a_plain_store(tmp_path):
             assert store.stats()["drift"] == 0
     finally:
         os.environ.update(env)
+
+
+@pytest.mark.parametrize("local_world_size, warned", [("2", True), ("1", False), (None, False)])
+def test_a_ddp_rank_with_a_store_of_its_own_is_told_to_share(tmp_path, monkeypatch,
+                                                              local_world_size, warned):
+    """A DistributedSampler's rank that binds a store without shared=, with
+    torchrun's LOCAL_WORLD_SIZE saying other ranks share the host: one
+    warning naming shared="local" (bench/ddp_bench.py's per_rank case
+    decodes 1.85 N); none with one rank a host or outside torchrun."""
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    if local_world_size is not None:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_world_size)
+    dataset = UniformDataset(64, 4)
+    base = torch.utils.data.DistributedSampler(dataset, num_replicas=WORLD, rank=0, seed=SEED)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with opt4store.Store(tmp_path / "store", ram_items=64, disk=0) as store:
+            opt4store.CachedDataset(dataset, store, opt4store.PlannedSampler(base, epochs=1))
+    told = [w for w in caught if 'shared="local"' in str(w.message)]
+    assert len(told) == int(warned), [str(w.message) for w in caught]
+    if warned:
+        assert told[0].category is RuntimeWarning
+        assert "LOCAL_WORLD_SIZE=2" in str(told[0].message)
