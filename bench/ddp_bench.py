@@ -26,6 +26,10 @@ Configurations:
   opt4store_persistent  the same, one loader for the run with
                 persistent_workers=True (the transform runs in the workers,
                 so a new loader starts them again every epoch)
+  opt4store_batch_aug  opt4store.DataLoader, a new loader per epoch, no
+                transform=: the loop augments each batch (the same random
+                flip per sample, and the float conversion, on the batch), as
+                scripts that augment on the GPU do
 
 Reported per configuration: each epoch's time (the slower rank's: the
 ranks advance together), the floor (the same steps on one fixed batch, the
@@ -72,7 +76,8 @@ EPOCHS = 3
 RAM_RATIO = 0.3
 SEED = 11
 CHECKED = 48
-CONFIGS = ("no_cache", "per_rank", "torch_shared", "opt4store", "opt4store_persistent")
+CONFIGS = ("no_cache", "per_rank", "torch_shared", "opt4store", "opt4store_persistent",
+           "opt4store_batch_aug")
 # A rank that takes longer than this is stuck: the run fails, naming it.
 RANK_TIMEOUT_S = 600
 
@@ -100,6 +105,15 @@ def small_cnn():
     torch.manual_seed(0)
     return nn.Sequential(nn.AvgPool2d(4), nn.Conv2d(3, 16, 3, stride=2), nn.ReLU(),
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+
+
+def flip_float_batch(images):
+    """flip_float on a batch: each sample flipped with probability 1/2,
+    then uint8 -> float32 in [0, 1]."""
+    flip = torch.rand(len(images)) < 0.5
+    images = images.float().div_(255)
+    images[flip] = images[flip].flip(-1)
+    return images
 
 
 def train_step(model, optimizer, images, indices):
@@ -176,12 +190,14 @@ def rank_main(cfg, rank):
     restart = cfg["phase"] == "restart"
     epochs = range(EPOCHS, EPOCHS + 1) if restart else range(EPOCHS)
     store = sampler = None
+    batch_aug = cfg["config"] == "opt4store_batch_aug"
     if cfg["config"] == "no_cache":
         ds, sampler = Transformed(source, flip_float), base
     else:
         store = open_store(cfg, rank)
         sampler = opt4store.PlannedSampler(base, epochs=EPOCHS + 1)
-        ds = opt4store.CachedDataset(source, store, sampler, transform=flip_float)
+        ds = opt4store.CachedDataset(source, store, sampler,
+                                     transform=None if batch_aug else flip_float)
         if restart:
             sampler.load_state_dict(torch.load(cfg["checkpoint"]))  # rank 0's, on every rank
     model = DistributedDataParallel(small_cnn())
@@ -202,6 +218,8 @@ def rank_main(cfg, rank):
         for images, indices in loader:
             if first_batch is None and restart:
                 first_batch = time.perf_counter() - t0
+            if batch_aug:
+                images = flip_float_batch(images)  # the step's own work: timed
             c0 = time.perf_counter()
             check.batch_values(images, indices)
             seen.extend(indices.tolist())
