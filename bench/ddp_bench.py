@@ -67,6 +67,7 @@ import torch.utils.data
 import opt4store
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_bench import Counted  # noqa: E402  (source loads, host-wide, in a file)
 from demo import FINGERPRINT, JpegDataset, WithIndex  # noqa: E402
 from e2e_bench import image_set, machine_info  # noqa: E402
 from loader_bench import Transformed, flip_float  # noqa: E402
@@ -80,25 +81,6 @@ CONFIGS = ("no_cache", "per_rank", "torch_shared", "opt4store", "opt4store_persi
            "opt4store_batch_aug")
 # A rank that takes longer than this is stuck: the run fails, naming it.
 RANK_TIMEOUT_S = 600
-
-
-class Counted(torch.utils.data.Dataset):
-    """The source dataset, appending a byte to a host-wide file per load
-    (from any process: ranks and their workers)."""
-
-    def __init__(self, ds, counter_path):
-        self.ds, self.counter_path = ds, counter_path
-
-    def __len__(self):
-        return len(self.ds)
-
-    def __getitem__(self, i):
-        fd = os.open(self.counter_path, os.O_WRONLY | os.O_APPEND)
-        try:
-            os.write(fd, b"x")
-        finally:
-            os.close(fd)
-        return self.ds[i]
 
 
 def small_cnn():
