@@ -26,7 +26,7 @@
 #  10. bench/report.py        bench/REPORT.md and bench/report/*.png
 #
 # About 13 minutes on the 2-core machine (disk_bench 3.5, e2e 3.6, store 1.3,
-# loader 1, ddp 0.7);
+# loader 1, ddp 1.3);
 # --quick about 1.5. --cxx first adds the engine's benchmarks of issue 2
 # (policy_bench, memory_bench, sizes_bench: about 9 more minutes), which
 # bench/README.md quotes and the report does not.
