@@ -17,20 +17,24 @@ EPOCHS = 3
 def test_ddp_bench_loads_each_sample_once_with_the_shared_store(tmp_path):
     out = tmp_path / "ddp.json"
     run_bench("ddp_bench.py", "--images", IMAGES, "--batch", BATCH, "--workers", 1,
-              "--configs", "no_cache,per_rank,opt4store", "--dir", tmp_path / "work",
+              "--configs", "no_cache,per_rank,opt4store,opt4store_persistent,opt4store_batch_aug",
+              "--dir", tmp_path / "work",
               "--json", out)
     result = json.loads(out.read_text())
     assert result["wrong"] == 0
     runs = result["configs"]
-    assert list(runs) == ["no_cache", "per_rank", "opt4store"]
+    assert list(runs) == ["no_cache", "per_rank", "opt4store", "opt4store_persistent",
+                          "opt4store_batch_aug"]
     for name, r in runs.items():
         assert r["wrong"] == 0 and r["checked"] > 0, name
         assert len(r["epoch_times"]) == EPOCHS and r["floor"] > 0, name
     read = IMAGES // 2 // BATCH * BATCH * 2  # the host's samples an epoch, with drop_last
     assert runs["no_cache"]["source_loads"] == EPOCHS * read
     assert runs["no_cache"]["restart_source_loads"] == read
+    for name in ("opt4store", "opt4store_persistent", "opt4store_batch_aug"):
+        assert runs[name]["source_loads"] == IMAGES, name
+        assert runs[name]["restart_source_loads"] == 0, name
     ours = runs["opt4store"]
-    assert ours["source_loads"] == IMAGES and ours["restart_source_loads"] == 0
     per_rank = runs["per_rank"]
     assert per_rank["source_loads"] + per_rank["restart_source_loads"] > IMAGES
     goals = result["goals"]
