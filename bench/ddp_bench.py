@@ -2,19 +2,19 @@
 """DDP on one host, as users run it: two ranks share one store
 (Store(..., shared="local")), against no cache and a store per rank.
 
-Setup: IMAGES of bench/demo.py's JPEGs (512x512, decoded and resized to
-3x256x256 uint8 on every source load), samples (image, index); each rank a process of
-its own with torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK,
-LOCAL_WORLD_SIZE; gloo through a file), a shuffling DistributedSampler
-(seeded) in a PlannedSampler, `sampler.set_epoch(e)` each epoch, batch 32 a
-rank, drop_last=True, W workers a rank (default 2), a new loader every
-epoch, a random flip + uint8 -> float augmentation after the cache
-(transform=), and a small CNN in DistributedDataParallel with an SGD step
-per batch (its gradients' all-reduce keeps the ranks in lockstep). RAM for
-30% of the decoded bytes on the host plus a disk tier. 3 epochs; then rank
-0 saves a checkpoint (the sampler's state) and the ranks exit. The restart:
-new rank processes reopen the store(s), load the checkpoint and read epoch
-4 (the open counts).
+Setup: IMAGES (1200) of bench/demo.py's JPEGs (512x512, decoded and
+resized to 3x256x256 uint8 on every source load), samples (image, index);
+each rank a process of its own with torchrun's environment (RANK,
+WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE; gloo through a file), a shuffling
+DistributedSampler (seeded) in a PlannedSampler, `sampler.set_epoch(e)`
+each epoch, batch 32 a rank, drop_last=True, W workers a rank (default 2),
+a new loader every epoch, a random flip + uint8 -> float augmentation after
+the cache (transform=), and a small CNN in DistributedDataParallel with an
+SGD step per batch (its gradients' all-reduce keeps the ranks in
+lockstep). RAM for 30% of the decoded bytes on the host plus a disk tier.
+3 epochs; then rank 0 saves a checkpoint (the sampler's state) and the
+ranks exit. The restart: new rank processes reopen the store(s), load the
+checkpoint and read epoch 4 (the open counts).
 
 Configurations:
   no_cache      torch's DataLoader over the plain dataset (the same transform)
