@@ -122,22 +122,19 @@ step ram_bench cxx_bench ram_bench
 step disk_bench cxx_bench disk_bench
 step store_bench cxx_bench store_bench
 
-# A scratch directory of its own, so that a concurrent e2e run (the default
-# is a fixed /var/tmp/opt4store-e2e) cannot delete this run's store.
-E2E_DIR=$(mktemp -d /var/tmp/opt4store-suite-e2e.XXXXXX)
-step e2e_bench "$PYTHON" "$BENCH_SRC/e2e_bench.py" "${QUICK[@]}" --dir "$E2E_DIR" \
-  --json "$OUT_DIR/e2e.json"
-rm -rf -- "$E2E_DIR"
-
-LOADER_DIR=$(mktemp -d /var/tmp/opt4store-suite-loader.XXXXXX)
-step loader_bench "$PYTHON" "$BENCH_SRC/loader_bench.py" "${QUICK[@]}" --dir "$LOADER_DIR" \
-  --json "$OUT_DIR/loader.json"
-rm -rf -- "$LOADER_DIR"
-
-DDP_DIR=$(mktemp -d /var/tmp/opt4store-suite-ddp.XXXXXX)
-step ddp_bench "$PYTHON" "$BENCH_SRC/ddp_bench.py" "${QUICK[@]}" --dir "$DDP_DIR" \
-  --json "$OUT_DIR/ddp.json"
-rm -rf -- "$DDP_DIR"
+# scratch_step NAME: runs bench/NAME.py in a scratch directory of its own
+# (so that a concurrent run of it, whose default folder is fixed, cannot
+# delete this run's store), writing $OUT_DIR/<NAME without _bench>.json.
+scratch_step() {
+  local name=$1 dir
+  dir=$(mktemp -d "/var/tmp/opt4store-suite-$name.XXXXXX")
+  step "$name" "$PYTHON" "$BENCH_SRC/$name.py" "${QUICK[@]}" --dir "$dir" \
+    --json "$OUT_DIR/${name%_bench}.json"
+  rm -rf -- "$dir"
+}
+scratch_step e2e_bench
+scratch_step loader_bench
+scratch_step ddp_bench
 
 # Without CUDA it records why it skipped (or keeps an earlier GPU machine's
 # results); bench/gpu_device.sh runs it on a lent GPU machine.
