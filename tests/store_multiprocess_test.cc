@@ -616,6 +616,16 @@ ReadTally ReadFirstHalfToDisk(Store* reader, const std::vector<ItemId>& ids, uin
   return t;
 }
 
+// Epoch 0's second half, read while the owner takes no more Puts (stopped,
+// or closing), added to `first_half`: right values, no errors.
+void CheckRestOfEpoch0(Store* reader, const std::vector<ItemId>& ids, uint64_t n,
+                       const ValueShape& shape, ReadTally first_half) {
+  first_half.Add(ReadRange(reader, ids, n / 2, n, shape));
+  INFO("epoch 0: " << first_half.ToString());
+  CHECK(first_half.wrong == 0);
+  CHECK(first_half.errors == 0);
+}
+
 // Epochs 1-2 read by a reader whose owner no longer serves (killed, or
 // closing): right values, disk hits from the segment files, and no wait run
 // to its timeout (one alone takes 2 s).
@@ -655,10 +665,7 @@ TEST_CASE("Store: a reader whose owner was killed waits for it no more and its v
   // reads of those items look for them.
   ReadTally before = ReadFirstHalfToDisk(reader.get(), ids, n, shape);
   REQUIRE(kill(owner.pid, SIGSTOP) == 0);
-  before.Add(ReadRange(reader.get(), ids, n / 2, n, shape));
-  INFO("epoch 0: " << before.ToString());
-  CHECK(before.wrong == 0);
-  CHECK(before.errors == 0);
+  CheckRestOfEpoch0(reader.get(), ids, n, shape, before);
   REQUIRE(kill(owner.pid, SIGKILL) == 0);
   opt4store_test::Reap(owner.pid);
   // Each wait stopped on seeing the owner's process gone.
@@ -695,10 +702,7 @@ TEST_CASE("Store: readers wait no more once the owner's Close has taken the last
   REQUIRE(ReadAllBefore(closing.fd, &in_sync, 1, Clock::now() + std::chrono::seconds(30)));
   // The owner is in its disk tier's close: epoch 0's second half goes into
   // a queue nobody drains, and epochs 1-2 look for it.
-  before.Add(ReadRange(reader.get(), ids, n / 2, n, shape));
-  INFO("epoch 0: " << before.ToString());
-  CHECK(before.wrong == 0);
-  CHECK(before.errors == 0);
+  CheckRestOfEpoch0(reader.get(), ids, n, shape, before);
   CheckReadsWithoutOwner(reader.get(), ids, n, shape);
   close(closing.fd);
   const int status = opt4store_test::Reap(closing.pid);
