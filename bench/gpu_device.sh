@@ -35,12 +35,9 @@
 #                                            build on a warm machine), then the
 #                                            parts of `all`'s benchmark alone,
 #                                            nothing beside them (the figures
-#                                            to report); 329 s after check's
-#                                            build (H200, 400 images), before
-#                                            a floor was taken per cached run
-#                                            (15 of them, about 25 s more) and
-#                                            the paired part added (about 60 s
-#                                            more, estimated: not yet run there)
+#                                            to report); 404 s after check's
+#                                            build (H200, 400 images,
+#                                            2026-11-28; check took 323 s)
 #
 # The GPU machine (the `device` tool) reaches no package registry and has
 # none of RocksDB, liburing, LZ4's headers, CLI11 or nlohmann-json; it has CUDA, python3 with
