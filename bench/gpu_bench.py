@@ -45,27 +45,24 @@ One training step: x.float()/255, normalised, forward under autocast, cross
 entropy against synthetic labels (index % classes), backward through the
 GradScaler, SGD with momentum. An epoch's time ends with a
 torch.cuda.synchronize(), so it includes all the GPU work it queued; its
-"wait_s" is the part the loop spent in next() on the loader (waiting for a
-batch, or loading it with 0 workers and the copy), so that an epoch over the
-floor shows whether batches came late or the step itself ran slower. Before
-the timed runs each model does warm-up steps (cuDNN autotuning and the
-allocator's first growth are not charged to the first configuration).
+"wait_s" is the loop's time in next() (waiting for a batch, or loading it
+with 0 workers and the copy): an epoch over the floor with little wait ran
+its steps slower. Each model first runs warm-up steps (cuDNN's autotuning
+and the allocator's growth are not charged to its first configuration).
 
 The GPU floor ("floor", per model): the same training step on one fixed
 batch already on the device (labels too), once for each batch of an epoch
-(the last one partial when the batch size does not divide the images), so
-an epoch-equivalent with no loading and no transfer; the fastest of 3
-repeats, after the warm-up. As the step's cost drifts with the machine, it
-is taken again before each store configuration's run ("floor_s"); each
-cached epoch (2..E) is recorded as "epoch_vs_floor": its time / floor_s.
+(the last one partial as in the epoch): an epoch-equivalent with no loading
+and no transfer, the fastest of 3 repeats after the warm-up. It is taken
+again before each store configuration's run ("floor_s"), and each cached
+epoch (2..E) is recorded as "epoch_vs_floor": its time / floor_s.
 
 The paired part ("paired", per model and worker count; --paired ROUNDS,
-default 3): the runs above compare transfers whose runs lie a minute apart,
-while the step's cost moves by up to 50% in that time. So after them, one
-opt + disk + prefetch store is filled in one epoch, then each round takes
-the floor and one cached epoch with each transfer, in an order rotated by
-the round. Each of those epochs is set against its own round's floor
-("epoch_vs_floor") and copy epoch ("vs_copy"), seconds apart.
+default 3): the runs above lie a minute apart, while the step's cost moves
+by up to 50% in that time. So one opt + disk + prefetch store is filled in
+one epoch, then each round runs one cached epoch per transfer, each right
+after one pass of the floor, and sets it against that pass and its round's
+copy epoch, seconds apart (paired() says what a round records).
 
 Every configuration compares the items it returns at 64 fixed indices with
 a decode made before the runs, on the device and without synchronising
@@ -83,13 +80,11 @@ Usage: PYTHONPATH=<build>/python python3 bench/gpu_bench.py [--quick]
        [--settings standard,heavy | --heavy] [--models a,b] [--workers 0,8]
        [--images N] [--epochs E] [--paired ROUNDS] [--device cuda|cpu]
        [--dir DIR] [--json FILE]
---quick: 96 images, 2 epochs, 1 paired round, resnet50 only, workers 0
-only, the standard setting only (add --heavy for the heavy one instead). --models and
---workers apply to every setting run; without them the standard setting
+--quick: 96 images, 2 epochs, 1 paired round, resnet50, workers 0, the
+standard setting only (or --heavy). --models and --workers apply to every setting run; without them the standard setting
 runs the three models with 0 and 8 workers, the heavy one resnet50 with 8.
-A full run takes longer than the GPU machine's 10 minutes a command: run
-it in parts (e.g. --settings standard --models resnet50, ..., then --heavy)
-and join them with --merge.
+A full run outlasts the GPU machine's 10 minutes a command: run it in
+parts (one model, then --heavy) and join them with --merge.
 """
 
 import argparse
@@ -199,22 +194,35 @@ def decode_ms(ds):
     return statistics.median(times) * 1e3
 
 
-def gpu_floor(trainer, batch, n):
+def gpu_floor(trainer, batch, n, repeats=FLOOR_REPEATS):
     """The step's own cost: one epoch-equivalent (a step per batch of an
     epoch of n items, the last one partial as in the epoch) on one fixed
-    batch already on the device. The fastest of FLOOR_REPEATS, in seconds."""
+    batch already on the device. The fastest of repeats, in seconds, and the
+    median step of all repeats in ms."""
     x, idx = (t.to(trainer.device) for t in batch)
     sizes = [BATCH] * (n // BATCH) + ([n % BATCH] if n % BATCH else [])
-    times = []
-    for _ in range(FLOOR_REPEATS):
+    times, steps = [], []
+    for _ in range(repeats):
         trainer.sync()
         t0 = time.perf_counter()
         for size in sizes:
+            s0 = time.perf_counter()
             trainer(x[:size], idx[:size])
+            steps.append(time.perf_counter() - s0)
         trainer.sync()
         times.append(time.perf_counter() - t0)
     return {"epoch_s": min(times), "repeats_s": times, "steps": len(sizes),
-            "step_ms": min(times) / len(sizes) * 1e3}
+            "step_ms": min(times) / len(sizes) * 1e3,
+            "median_step_ms": statistics.median(steps) * 1e3}
+
+
+def sm_clock_mhz(device):
+    """The GPU's SM clock over its last sample period (torch 2.1+ with
+    pynvml), or None: a launch-bound step's time follows it."""
+    try:
+        return int(torch.cuda.clock_rate(device))
+    except Exception:  # noqa: B902  no pynvml, no such call, or no GPU
+        return None
 
 
 def store_options(name, decoded):
@@ -294,14 +302,17 @@ def make_loader(config, transfer, ds, trainer, workers, epochs, store_dir):
 
 def train_epoch(batches, transfer, trainer, checker):
     """One epoch of training steps over batches: (seconds, less the checks'
-    time; seconds the loop spent in next())."""
+    time; seconds the loop spent in next(); the median step in ms, from a
+    batch in hand to the step's return)."""
     t0 = time.perf_counter()
     checking = waited = 0.0
+    steps = []
     it = iter(batches)
     while True:
         w0 = time.perf_counter()
         batch = next(it, None)
-        waited += time.perf_counter() - w0
+        s0 = time.perf_counter()
+        waited += s0 - w0
         if batch is None:
             break
         x, idx = batch
@@ -309,10 +320,11 @@ def train_epoch(batches, transfer, trainer, checker):
             x = x.to(trainer.device)
         trainer(x, idx)
         c0 = time.perf_counter()
+        steps.append(c0 - s0)
         checker(x, idx)
         checking += time.perf_counter() - c0
     trainer.sync()
-    return time.perf_counter() - t0 - checking, waited
+    return time.perf_counter() - t0 - checking, waited, statistics.median(steps) * 1e3
 
 
 def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
@@ -320,7 +332,7 @@ def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
     checker = DeviceChecker(reference, len(ds), trainer.device)
     times, waits, per_epoch, previous = [], [], [], {}
     for _ in range(epochs):
-        seconds, waited = train_epoch(batches, transfer, trainer, checker)
+        seconds, waited, _ = train_epoch(batches, transfer, trainer, checker)
         times.append(seconds)
         waits.append(waited)
         if store is not None:
@@ -338,13 +350,18 @@ def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
 def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir):
     """Cached epochs of each transfer and the GPU floor, interleaved over one
     warm opt + disk + prefetch store: after an epoch that fills it, round r
-    takes the floor, then one epoch with each transfer in an order rotated by
-    r. Each epoch is set against the floor and the copy epoch of its own
-    round, seconds apart, so the step's drift between runs made minutes apart
-    cancels out. The three transfers share the store, the sampler's plan
-    (each loop takes the plan's next epoch) and the value, (sample, index),
-    as the native loader needs; copy and to_device share one DataLoader and
-    its workers."""
+    runs one cached epoch with each transfer, in an order rotated by r, each
+    right after one pass of the floor. Each epoch is set against that pass
+    ("epoch_vs_floor"; one pass each, so the same estimator on both sides,
+    not the fastest of several against one epoch) and against the copy epoch
+    of its round ("vs_copy"), seconds apart, so the step's drift between
+    runs made minutes apart cancels out. "step_vs_floor" sets the epoch's
+    median step against the pass's: near 1 with an epoch ratio well above,
+    the gap lies in a few slow steps. "sm_mhz" is the SM clock after the
+    pass and after the epoch, where torch can read it. The three transfers
+    share the store, the sampler's plan (each loop takes the plan's next
+    epoch) and the value, (sample, index), as the native loader needs; copy
+    and to_device share one DataLoader and its workers."""
     store = fresh_store("opt_disk_prefetch", ds, store_dir)
     sampler = opt4store.PlannedSampler(shuffled(ds), epochs=1 + rounds * len(transfers))
     data = opt4store.CachedDataset(WithIndex(ds), store, sampler)
@@ -358,19 +375,27 @@ def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir)
     out = {"first_epoch_s": train_epoch(plain, "copy", trainer, checker)[0], "rounds": []}
     for r in range(rounds):
         k = r % len(transfers)
-        row = {"order": transfers[k:] + transfers[:k],
-               "floor_s": gpu_floor(trainer, batch, len(ds))["epoch_s"],
-               "epoch_s": {}, "wait_s": {}}
+        row = {"order": transfers[k:] + transfers[:k], "floor_before_s": {}, "epoch_s": {},
+               "wait_s": {}, "step_ms": {}, "floor_step_ms": {}, "sm_mhz": {}}
         for transfer in row["order"]:
-            row["epoch_s"][transfer], row["wait_s"][transfer] = train_epoch(
-                loaders[transfer], transfer, trainer, checker)
+            floor = gpu_floor(trainer, batch, len(ds), repeats=1)
+            floor_mhz = sm_clock_mhz(trainer.device)
+            row["floor_before_s"][transfer] = floor["epoch_s"]
+            row["floor_step_ms"][transfer] = floor["median_step_ms"]
+            (row["epoch_s"][transfer], row["wait_s"][transfer],
+             row["step_ms"][transfer]) = train_epoch(loaders[transfer], transfer, trainer, checker)
+            row["sm_mhz"][transfer] = [floor_mhz, sm_clock_mhz(trainer.device)]
+        row["floor_s"] = row["floor_before_s"][row["order"][0]]
         out["rounds"].append(row)
     del loaders, plain
     source_loads = store.stats()["source_loads"]
     store.close()
     shutil.rmtree(store_dir, ignore_errors=True)
     rows = out["rounds"]
-    out["epoch_vs_floor"] = {t: [r["epoch_s"][t] / r["floor_s"] for r in rows] for t in transfers}
+    out["epoch_vs_floor"] = {t: [r["epoch_s"][t] / r["floor_before_s"][t] for r in rows]
+                             for t in transfers}
+    out["step_vs_floor"] = {t: [r["step_ms"][t] / r["floor_step_ms"][t] for r in rows]
+                            for t in transfers}
     if "copy" in transfers:
         out["vs_copy"] = {t: [r["epoch_s"][t] / r["epoch_s"]["copy"] for r in rows]
                           for t in transfers if t != "copy"}

@@ -65,7 +65,7 @@ def gpu_goal_rows(gb):
 
 def paired_goal_rows(name, paired):
     """Goal rows from the paired part: each transfer's worst cached epoch
-    against its round's floor, and the transfer furthest over copy, by the
+    against its floor (paired_lines), and the transfer furthest over copy, by the
     median of its rounds' ratios to the copy epoch of the same round."""
     rows = []
     for model, by_w in paired.items():
@@ -86,24 +86,42 @@ def paired_goal_rows(name, paired):
 
 def paired_lines(paired):
     """The paired part's table: per round, each transfer's cached epoch
-    against the floor and the copy epoch of that round."""
+    against the floor and the copy epoch of that round (the floor pass right
+    before each epoch where the round recorded one, the round's one floor in
+    the results of 2026-11-28 and before); the median steps and SM clocks
+    where recorded."""
     rows = [(model, w, p) for model, by_w in paired.items() for w, p in by_w.items()]
     if not rows:
         return []
+    per_epoch = all("floor_before_s" in r for _, _, p in rows for r in p["rounds"])
     out = ["Paired part: one opt + disk + prefetch store, filled in one epoch; then per round "
-           "the GPU floor and one cached epoch per transfer, in an order rotated by the "
-           "round. Values per round, in round order; seconds to 3 decimals.", "",
-           "| model | workers | transfer | floor s | epoch s | waited s | vs floor | vs copy |",
-           "| --- | ---: | --- | --- | --- | --- | --- | --- |"]
+           "one cached epoch per transfer, in an order rotated by the round, " +
+           ("each right after one pass of the GPU floor (floor s); median step = the epoch's "
+            "median step over that pass's; SM MHz = the GPU clock after the pass and after "
+            "the epoch. " if per_epoch else "after the round's GPU floor (fastest of 3). ") +
+           "Values per round, in round order; seconds to 3 decimals.", ""]
+    extra = ["median step vs floor's", "SM MHz"] if per_epoch else []
+    head = ["model", "workers", "transfer", "floor s", "epoch s", "waited s", "vs floor",
+            "vs copy"] + extra
+    out += ["| " + " | ".join(head) + " |",
+            "| " + " | ".join(["---", "---:"] + ["---"] * (len(head) - 2)) + " |"]
     for model, w, p in rows:
-        floors = " ".join("%.3f" % r["floor_s"] for r in p["rounds"])
+        rounds = p["rounds"]
         for transfer, vs in p["epoch_vs_floor"].items():
-            out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                model, w, transfer, floors,
-                " ".join("%.3f" % r["epoch_s"][transfer] for r in p["rounds"]),
-                " ".join("%.3f" % r["wait_s"][transfer] for r in p["rounds"]),
-                " ".join("%.2f" % v for v in vs),
-                " ".join("%.2f" % v for v in (p.get("vs_copy") or {}).get(transfer, [])) or "-"))
+            floors = [r["floor_before_s"][transfer] if per_epoch else r["floor_s"]
+                      for r in rounds]
+            cells = [model, w, transfer, " ".join("%.3f" % f for f in floors),
+                     " ".join("%.3f" % r["epoch_s"][transfer] for r in rounds),
+                     " ".join("%.3f" % r["wait_s"][transfer] for r in rounds),
+                     " ".join("%.2f" % v for v in vs),
+                     " ".join("%.2f" % v for v in (p.get("vs_copy") or {}).get(transfer, []))
+                     or "-"]
+            if per_epoch:
+                cells.append(" ".join("%.2f" % v for v in p["step_vs_floor"][transfer]))
+                clocks = [r["sm_mhz"][transfer] for r in rounds]
+                cells.append(" ".join("%s/%s" % tuple("?" if c is None else c for c in pair)
+                                      for pair in clocks))
+            out.append("| " + " | ".join(str(c) for c in cells) + " |")
     out += ["", "Source loads in all (each image once in the fill epoch, none after): %s;"
             " wrong samples: %s." % (
         ", ".join("%s/%s %s of %s" % (model, w, p.get("source_loads"), p.get("images", "?"))

@@ -127,10 +127,11 @@ def check_gpu_bench_rows(block, epochs):
 
 
 def check_gpu_bench_paired(block, rounds, transfers, images):
-    """The paired part ran each worker count: every round took a floor and
-    one epoch per transfer, in the order rotated by the round, and each
-    epoch's ratios are to that round's floor and copy epoch; only the fill
-    epoch loaded from the source, and no item came back wrong."""
+    """The paired part ran each worker count: every round ran one epoch per
+    transfer, in the order rotated by the round, each right after a floor
+    pass of its own; each epoch's ratios are to that pass and to the round's
+    copy epoch, its median step's to the pass's; only the fill epoch loaded
+    from the source, and no item came back wrong."""
     count = 0
     for model, by_workers in block["paired"].items():
         for workers, p in by_workers.items():
@@ -141,11 +142,16 @@ def check_gpu_bench_paired(block, rounds, transfers, images):
             for k, r in enumerate(p["rounds"]):
                 assert r["order"] == transfers[k % len(transfers):] + \
                     transfers[:k % len(transfers)]
-                assert r["floor_s"] > 0
+                assert r["floor_s"] == r["floor_before_s"][r["order"][0]]
+                assert all(r["floor_before_s"][t] > 0 and r["floor_step_ms"][t] > 0
+                           and r["step_ms"][t] > 0 for t in transfers)
                 assert all(0 <= r["wait_s"][t] <= r["epoch_s"][t] for t in transfers)
+                assert all(r["sm_mhz"][t] == [None, None] for t in transfers)  # no GPU here
             for t in transfers:
-                assert p["epoch_vs_floor"][t] == [r["epoch_s"][t] / r["floor_s"]
+                assert p["epoch_vs_floor"][t] == [r["epoch_s"][t] / r["floor_before_s"][t]
                                                   for r in p["rounds"]]
+                assert p["step_vs_floor"][t] == [r["step_ms"][t] / r["floor_step_ms"][t]
+                                                 for r in p["rounds"]]
                 if "copy" in transfers and t != "copy":
                     assert p["vs_copy"][t] == [r["epoch_s"][t] / r["epoch_s"]["copy"]
                                                for r in p["rounds"]]
@@ -183,6 +189,7 @@ def test_gpu_bench_harness_runs_on_the_cpu(tmp_path):
     report = report_from(tmp_path, "gpu_bench.json", merged_path.read_text())
     assert "Paired part: one opt + disk + prefetch store" in report
     assert "| tiny | 2 | to_device |" in report
+    assert "| median step vs floor's | SM MHz |" in report and " ?/? " in report
     assert "Source loads in all (each image once in the fill epoch, none after): " \
         "tiny/0 32 of 32, tiny/2 32 of 32; wrong samples: 0." in report
     assert "CPU harness check, not GPU results" in report
