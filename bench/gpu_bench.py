@@ -20,26 +20,19 @@ Two settings (datasets), each a block of the results JSON:
             default. The block "heavy" (same keys).
 
 Each setting's "settings" records decode_ms_per_sample: the median time of
-dataset[i] over its first 32 items, measured in the main process (one core)
-before the runs, so that the report can set the source's cost against the
-GPU's step.
-
-Configurations:
-
-  no_cache           the plain Dataset
-  lru_ram            policy="lru", RAM only, 30% of the decoded bytes
-  opt_disk_prefetch  policy="opt", RAM 30% + the disk tier, default prefetch
-
-each run with up to three transfers: "copy" moves every batch of torch's
-DataLoader with a blocking .to(device) from pageable memory (what a training
-loop without pin_memory does); "to_device" wraps that loader in
-opt4store.to_device (a background thread pulls batches ahead, through
-reused pinned buffers, copied on a side stream while the model computes);
-"loader" (store configurations only) is opt4store.DataLoader(device=...),
-which assembles hits natively into pinned batch slots and copies them on a
-side stream. "ratios" has each configuration's total against no_cache with
-the same transfer (the loader's against no_cache's copy), and to_device and
-loader against copy. --configs and --transfers run a subset.
+dataset[i] over its first 32 items, in the main process (one core), before
+the runs. Configurations: no_cache (the plain Dataset); lru_ram (policy=
+"lru", RAM only, 30% of the decoded bytes); opt_disk_prefetch (policy="opt",
+RAM 30% + the disk tier, default prefetch); each run with up to three
+transfers: "copy" moves every batch of torch's DataLoader with a blocking
+.to(device) from pageable memory (a loop without pin_memory); "to_device"
+wraps that loader in opt4store.to_device (a background thread pulls batches
+ahead, through reused pinned buffers, copied on a side stream while the
+model computes); "loader" (store configurations only) is
+opt4store.DataLoader(device=...), which assembles hits natively and copies
+them the same way. "ratios" has each configuration's total against no_cache
+with the same transfer (the loader's against no_cache's copy), and to_device
+and loader against copy. --configs and --transfers run a subset.
 
 One training step: x.float()/255, normalised, forward under autocast, cross
 entropy against synthetic labels (index % classes), backward through the
@@ -316,8 +309,8 @@ def train_epoch(batches, transfer, trainer, checker):
         if batch is None:
             break
         x, idx = batch
-        if transfer == "copy":
-            x = x.to(trainer.device)
+        if transfer in ("copy", "pinned"):  # pinned: queued from pinned memory, in this thread
+            x = x.to(trainer.device, non_blocking=transfer == "pinned")
         trainer(x, idx)
         c0 = time.perf_counter()
         steps.append(c0 - s0)
@@ -358,10 +351,16 @@ def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir)
     runs made minutes apart cancels out. "step_vs_floor" sets the epoch's
     median step against the pass's: near 1 with an epoch ratio well above,
     the gap lies in a few slow steps. "sm_mhz" is the SM clock after the
-    pass and after the epoch, where torch can read it. The three transfers
-    share the store, the sampler's plan (each loop takes the plan's next
-    epoch) and the value, (sample, index), as the native loader needs; copy
-    and to_device share one DataLoader and its workers."""
+    pass and after the epoch, where torch can read it. With the native
+    loader a fourth transfer runs here only: "pinned", the usual idiom
+    (pin_memory=True, then .to(device, non_blocking=True) in the loop), which
+    queues each copy from the main thread: set against "loader" it tells
+    whether a background thread helps a launch-bound step or costs it the
+    GIL. The transfers share the store, the sampler's plan (each loop takes
+    the plan's next epoch) and the value, (sample, index), as the native
+    loader needs; copy and to_device share one DataLoader and its workers."""
+    if "loader" in transfers:  # and "pinned": the native loader's batches, no thread
+        transfers = list(transfers) + ["pinned"]
     store = fresh_store("opt_disk_prefetch", ds, store_dir)
     sampler = opt4store.PlannedSampler(shuffled(ds), epochs=1 + rounds * len(transfers))
     data = opt4store.CachedDataset(WithIndex(ds), store, sampler)
@@ -371,6 +370,7 @@ def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir)
     loaders = {"copy": plain, "to_device": opt4store.to_device(plain, trainer.device)}
     if "loader" in transfers:
         loaders["loader"] = opt4store.DataLoader(data, device=trainer.device, **keywords)
+        loaders["pinned"] = opt4store.DataLoader(data, pin_memory=True, **keywords)
     checker = DeviceChecker(reference, len(ds), trainer.device)
     out = {"first_epoch_s": train_epoch(plain, "copy", trainer, checker)[0], "rounds": []}
     for r in range(rounds):
