@@ -25,6 +25,9 @@ bench/results/) and skips the rest, saying so in the report:
   gpu_bench.json     bench/gpu_bench.py: GPU training with timm models, the
                      GPU floor, the paired part, issue 17's goals
                      (report_gpu.py)
+  launch.json        bench/launch_bench.py: loading inline and on a
+                     background thread beside a launch-bound step, on the
+                     CPU (report_launch.py)
 
 Every number in the report is formatted straight from the JSON values (hit
 rates as stored; derived ratios are the lab's own, rounded for display as
@@ -54,6 +57,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report_cluster import section_cluster  # noqa: E402
 from report_cluster_sim import section_cluster_sim  # noqa: E402
 from report_ddp import section_ddp  # noqa: E402
+from report_launch import section_launch  # noqa: E402
 from report_e2e import section_e2e  # noqa: E402
 from report_faults import section_faults  # noqa: E402
 from report_gpu import section_gpu  # noqa: E402
@@ -407,6 +411,11 @@ def main():
         lines += section_gpu(gb, p, num, mtime)
     else:
         missing.append("gpu_bench.json (bench/gpu_bench.py)")
+    la, p = load(args.results, "launch.json")
+    if la is not None:
+        lines += section_launch(la, p, machine_line)
+    else:
+        missing.append("launch.json (bench/launch_bench.py)")
     pb, p = load(args.results, "python_bench.json")
     if pb:
         lines += section_python(pb, p)

@@ -23,10 +23,12 @@
 #                             cache and a store per rank
 #   9. bench/gpu_bench.py     timm training on a GPU; without CUDA it records
 #                             that it skipped (bench/gpu_device.sh)
-#  10. bench/report.py        bench/REPORT.md and bench/report/*.png
+#  10. bench/launch_bench.py  loading inline and on a background thread beside
+#                             a launch-bound step, on the CPU
+#  11. bench/report.py        bench/REPORT.md and bench/report/*.png
 #
-# About 13 minutes on the 2-core machine (disk_bench 3.5, e2e 3.6, store 1.3,
-# loader 1, ddp 1.3);
+# About 15.5 minutes on the 2-core machine (disk_bench 3.5, e2e 3.6, store 1.3,
+# loader 1, ddp 1.3, launch 2.5);
 # --quick about 1.5. --cxx first adds the engine's benchmarks of issue 2
 # (policy_bench, memory_bench, sizes_bench: about 9 more minutes), which
 # bench/README.md quotes and the report does not.
@@ -139,6 +141,7 @@ scratch_step ddp_bench
 # Without CUDA it records why it skipped (or keeps an earlier GPU machine's
 # results); bench/gpu_device.sh runs it on a lent GPU machine.
 step gpu_bench "$PYTHON" "$BENCH_SRC/gpu_bench.py" "${QUICK[@]}" --json "$OUT_DIR/gpu_bench.json"
+step launch_bench "$PYTHON" "$BENCH_SRC/launch_bench.py" "${QUICK[@]}" --json "$OUT_DIR/launch.json"
 
 step report "$PYTHON" "$BENCH_SRC/report.py" --results "$OUT_DIR" --out "$REPORT"
 echo

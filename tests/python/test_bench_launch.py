@@ -1,0 +1,34 @@
+"""bench/launch_bench.py, run small: the harness behind bench/REPORT.md's
+section on loading beside a launch-bound step. Every loader, inline and on
+to_device's background thread, must deliver every batch of every epoch,
+every read after the first epoch must be a hit, and the report must show
+each run. No timing is asserted: the figures are the benchmark's business."""
+
+import json
+
+from o4s_testlib import report_from, run_bench
+
+ROUNDS = 2
+STEPS = 400 // 16  # the bench's items over its batch
+
+
+def test_launch_bench_runs_every_loader_inline_and_on_a_thread(tmp_path):
+    out = tmp_path / "launch.json"
+    run_bench("launch_bench.py", "--rounds", ROUNDS, "--step-ms", 1, "--wait-ms", "0,1",
+              "--json", out)
+    result = json.loads(out.read_text())
+    assert result["source_loads"] == 400  # the first epoch only: every later read hit
+    assert list(result["runs"]) == ["0", "1"]
+    keys = ["torch/inline", "torch/thread", "native/inline", "native/thread"]
+    for run in result["runs"].values():
+        assert list(run["epoch_vs_floor"]) == keys
+        assert run["batches"] == dict.fromkeys(keys, ROUNDS * STEPS)
+        for key in keys:
+            assert len(run["epoch_vs_floor"][key]) == ROUNDS
+            assert all(v > 0 for v in run["epoch_vs_floor"][key])
+            assert all(w >= 0 for w in run["wait_s"][key])
+        assert all(len(v) == ROUNDS for v in run["loader_alone_s"].values())
+
+    report = report_from(tmp_path, "launch.json", out.read_text())
+    assert "## Loading beside a launch-bound step (CPU stand-in)" in report
+    assert "| 1 | native | thread |" in report and "| 0 | torch | inline |" in report
