@@ -74,8 +74,9 @@ Usage: PYTHONPATH=<build>/python python3 bench/gpu_bench.py [--quick]
        [--images N] [--epochs E] [--paired ROUNDS] [--device cuda|cpu]
        [--dir DIR] [--json FILE]
 --quick: 96 images, 2 epochs, 1 paired round, resnet50, workers 0, the
-standard setting only (or --heavy). --models and --workers apply to every setting run; without them the standard setting
-runs the three models with 0 and 8 workers, the heavy one resnet50 with 8.
+standard setting only (or --heavy). --models and --workers apply to every
+setting run; without them the standard setting runs the three models with
+0 and 8 workers, the heavy one resnet50 with 8.
 A full run outlasts the GPU machine's 10 minutes a command: run it in
 parts (one model, then --heavy) and join them with --merge.
 """
@@ -353,10 +354,9 @@ def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir)
     the gap lies in a few slow steps. "sm_mhz" is the SM clock after the
     pass and after the epoch, where torch can read it. With the native
     loader a fourth transfer runs here only: "pinned", the usual idiom
-    (pin_memory=True, then .to(device, non_blocking=True) in the loop), which
-    queues each copy from the main thread: set against "loader" it tells
-    whether a background thread helps a launch-bound step or costs it the
-    GIL. The transfers share the store, the sampler's plan (each loop takes
+    (pin_memory=True, .to(device, non_blocking=True) in the loop, no thread):
+    against "loader" it tells whether a background thread helps a
+    launch-bound step or costs it the GIL. The transfers share the store, the sampler's plan (each loop takes
     the plan's next epoch) and the value, (sample, index), as the native
     loader needs; copy and to_device share one DataLoader and its workers."""
     if "loader" in transfers:  # and "pinned": the native loader's batches, no thread

@@ -172,11 +172,13 @@ def main():
             print(f"  {name:7s} alone: {statistics.median(r['loader_alone_s'][name]):.4f} s "
                   "an epoch (median)")
         for key, vs in r["epoch_vs_floor"].items():
+            waited = statistics.median(r["wait_s"][key])
             print(f"  {key:14s} epoch / floor: median {statistics.median(vs):.3f} (range "
-                  f"{min(vs):.2f}-{max(vs):.2f}); waited {statistics.median(r['wait_s'][key]):.4f} s")
+                  f"{min(vs):.2f}-{max(vs):.2f}); waited {waited:.4f} s")
     stats = store.stats()
     store.close()
-    print(f"source loads {stats['source_loads']} of {ITEMS}: every read after the first epoch a hit")
+    print(f"source loads {stats['source_loads']} of {ITEMS} (the first epoch's; "
+          "every later read a hit)")
     out = {"machine": machine_info(),
            "settings": {"items": ITEMS, "batch": BATCH, "sample": [3, SIDE, SIDE],
                         "step_ms": step_ms, "wait_ms": wait_ms, "steps_an_epoch": ITEMS // BATCH,

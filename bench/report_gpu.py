@@ -101,7 +101,8 @@ def paired_lines(paired):
            ("each right after one pass of the GPU floor (floor s); median step = the epoch's "
             "median step over that pass's; SM MHz = the GPU clock after the pass and after "
             "the epoch; pinned = opt4store.DataLoader(pin_memory=True) and a non-blocking "
-            "copy in the loop, no thread. " if per_epoch else "after the round's GPU floor (fastest of 3). ") +
+            "copy in the loop, no thread. " if per_epoch else
+            "after the round's GPU floor (fastest of 3). ") +
            "Values per round, in round order; seconds to 3 decimals.", ""]
     extra = ["median step vs floor's", "SM MHz"] if per_epoch else []
     head = ["model", "workers", "transfer", "floor s", "epoch s", "waited s", "vs floor",
