@@ -353,24 +353,24 @@ def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir)
     median step against the pass's: near 1 with an epoch ratio well above,
     the gap lies in a few slow steps. "sm_mhz" is the SM clock after the
     pass and after the epoch, where torch can read it. With the native
-    loader a fourth transfer runs here only: "pinned", the usual idiom
-    (pin_memory=True, .to(device, non_blocking=True) in the loop, no thread):
-    against "loader" it tells whether a background thread helps a
-    launch-bound step or costs it the GIL. The transfers share the store, the sampler's plan (each loop takes
-    the plan's next epoch) and the value, (sample, index), as the native
-    loader needs; copy and to_device share one DataLoader and its workers."""
-    if "loader" in transfers:  # and "pinned": the native loader's batches, no thread
-        transfers = list(transfers) + ["pinned"]
+    loader two more transfers run here only, with no thread: "pinned"
+    (pin_memory=True, .to(device, non_blocking=True) in the loop) and
+    "inline" (those batches through to_device(depth=0)): against "loader"
+    they tell whether a thread helps a launch-bound step or costs it the GIL.
+    All share the store, the sampler's plan (each loop takes the plan's next
+    epoch) and the value, (sample, index), as the native loader needs."""
+    transfers = list(transfers) + (["pinned", "inline"] if "loader" in transfers else [])
     store = fresh_store("opt_disk_prefetch", ds, store_dir)
     sampler = opt4store.PlannedSampler(shuffled(ds), epochs=1 + rounds * len(transfers))
     data = opt4store.CachedDataset(WithIndex(ds), store, sampler)
     keywords = {"sampler": sampler, "batch_size": BATCH, "num_workers": workers,
                 "persistent_workers": workers > 0}
-    plain = torch.utils.data.DataLoader(data, **keywords)
+    plain = torch.utils.data.DataLoader(data, **keywords)  # copy's and to_device's, workers too
     loaders = {"copy": plain, "to_device": opt4store.to_device(plain, trainer.device)}
     if "loader" in transfers:
         loaders["loader"] = opt4store.DataLoader(data, device=trainer.device, **keywords)
         loaders["pinned"] = opt4store.DataLoader(data, pin_memory=True, **keywords)
+        loaders["inline"] = opt4store.to_device(loaders["pinned"], trainer.device, depth=0)
     checker = DeviceChecker(reference, len(ds), trainer.device)
     out = {"first_epoch_s": train_epoch(plain, "copy", trainer, checker)[0], "rounds": []}
     for r in range(rounds):

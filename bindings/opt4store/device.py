@@ -9,22 +9,28 @@ pinned memory and the transfer overlap the caller's compute on earlier
 batches. Tensors that are already pinned (DataLoader pin_memory=True) are
 copied from where they are.
 
+depth=0: no thread. The caller's next() takes the following batch from the
+loader and stages it (pinned copy, copies queued on the side stream) before
+it returns the current one, so only the transfer overlaps the caller's
+compute. It is meant for a step bound by its kernel launches, from which a
+thread's Python work would take the GIL (bench/launch_bench.py).
+
 Ordering: a slot is refilled only after the copy out of it has completed (the
 thread waits on the CUDA event recorded after that copy). The caller's current
 stream waits on a batch's event before the batch is yielded, and each device
 tensor is tied to that stream (record_stream), so its memory is not reused
 while the caller's kernels read it.
 
-Memory: pinned host memory of (depth + 1) x the largest batch, allocated on
-the first batch and kept across epochs (a leaf's buffer is reallocated when a
-tensor needs more bytes or another dtype; a smaller one, such as a last
-partial batch, uses a prefix of it); device memory for up to depth + 3
+Memory: pinned host memory of (max(depth, 1) + 1) x the largest batch,
+allocated on the first batch and kept across epochs (a leaf's buffer is
+reallocated when a tensor needs more bytes or another dtype; a smaller one,
+such as a last partial batch, uses a prefix of it); device memory for up to depth + 3
 batches (queued, being copied, and the caller's last two).
 
 Threads: iterate a DeviceLoader from one thread at a time, as a DataLoader
 (two iterations alive at once each get their own slots). The loader's
 iterator is created in the caller's thread and advanced in the background
-thread, which a DataLoader allows. An exception raised by the loader is
+thread (in the caller's with depth=0), which a DataLoader allows. An exception raised by the loader is
 raised in the caller in place of the batch that failed. Leaving the loop
 early (break, an exception) stops the background thread and waits for it,
 which takes at most the time to load the batch it is on.
@@ -95,6 +101,28 @@ def _stop_running():
     for thread, stop in list(_running.items()):
         stop.set()
         thread.join(timeout=10)
+
+
+def _staged_inline(iterator, stage):
+    """Yields stage(batch) for each batch of iterator, in the caller's thread,
+    each following batch staged before the current one is yielded. What the
+    iterator or stage raises is raised in place of its batch, after the
+    batches before it, as _ahead does."""
+    pending = _END
+    while True:
+        try:
+            following = stage(next(iterator))
+        except StopIteration:
+            following = _END
+        except BaseException as e:  # noqa: B902  raised after the batch before it
+            following = _Failed(e)
+        if pending is not _END:
+            yield pending
+        if isinstance(following, _Failed):
+            raise following.error
+        if following is _END:
+            return
+        pending = following
 
 
 def _ahead(iterator, stage, depth):
@@ -205,7 +233,7 @@ class DeviceLoader:
         self.loader = loader
         self.device = check_device("device", device)
         self.non_blocking = check_bool("non_blocking", non_blocking)
-        self.depth = check_int("depth", depth, 1, _MAX_DEPTH)
+        self.depth = check_int("depth", depth, 0, _MAX_DEPTH)
         self._ring = None  # kept between iterations; the running one holds it
 
     def __len__(self):
@@ -223,8 +251,9 @@ class DeviceLoader:
                   torch.device("cuda", torch.cuda.current_device()))
         ring, self._ring = self._ring, None
         if ring is None or ring.device != device:
-            ring = _PinnedRing(device, self.depth + 1, self.non_blocking)
-        batches = _ahead(iter(self.loader), ring.stage, self.depth)
+            ring = _PinnedRing(device, max(self.depth, 1) + 1, self.non_blocking)
+        batches = (_ahead(iter(self.loader), ring.stage, self.depth) if self.depth else
+                   _staged_inline(iter(self.loader), ring.stage))
         try:
             for moved, event in batches:
                 current = torch.cuda.current_stream(device)
@@ -232,17 +261,19 @@ class DeviceLoader:
                 _apply(moved, lambda t: t.record_stream(current))
                 yield moved
         finally:
-            batches.close()  # joins the thread: the ring is free again
+            batches.close()  # joins the thread (if any): the ring is free again
             self._ring = ring
 
 
 def to_device(loader, device, non_blocking=True, depth=2):
     """Wraps a loader so that its batches arrive on ``device``, copied ahead
-    of the caller through pinned memory on a side CUDA stream (DeviceLoader).
-    On the CPU it is the identity: the loader itself is returned."""
+    of the caller through pinned memory on a side CUDA stream (DeviceLoader):
+    up to ``depth`` batches ahead on a background thread, or with depth=0 one
+    batch staged ahead in the caller's thread. On the CPU it is the identity:
+    the loader itself is returned."""
     device = check_device("device", device)
     check_bool("non_blocking", non_blocking)
-    check_int("depth", depth, 1, _MAX_DEPTH)
+    check_int("depth", depth, 0, _MAX_DEPTH)
     if not hasattr(loader, "__iter__"):
         raise InvalidTypeError(f"loader: expected an iterable of batches, got "
                                f"{type(loader).__name__}")

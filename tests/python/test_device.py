@@ -22,7 +22,7 @@ import torch
 import torch.utils.data
 
 import opt4store
-from opt4store.device import _ahead, _apply
+from opt4store.device import _ahead, _apply, _staged_inline
 from o4s_testlib import (PACKAGE_PARENT, UniformDataset, VariableDataset, assert_same,
                          keep_list)
 
@@ -150,9 +150,10 @@ def test_device_loader_on_cpu_yields_the_batches():
     assert got[0] is batches[0] and got[1] is batches[1]
 
 
-def test_device_loader_rejects_depth_0():
+def test_device_loader_rejects_a_negative_depth_and_takes_0():
     with pytest.raises(ValueError, match="depth"):
-        opt4store.DeviceLoader([], "cuda", depth=0)
+        opt4store.DeviceLoader([], "cuda", depth=-1)
+    assert opt4store.DeviceLoader([], "cuda", depth=0).depth == 0
 
 
 def test_other_devices_get_a_plain_copy_with_the_containers():
@@ -245,6 +246,48 @@ def test_ahead_stops_its_thread_on_break():
     assert pulled <= 3 + 2 + 1
     time.sleep(0.1)
     assert loader.pulled == pulled
+
+
+def test_staged_inline_yields_every_batch_in_order_one_staged_ahead_in_the_caller():
+    loader, threads = Counted(7), set()
+
+    def stage(batch):
+        threads.add(threading.current_thread())
+        return batch[0] * 10
+
+    batches = _staged_inline(iter(loader), stage)
+    assert next(batches) == 0 and loader.pulled == 2  # the next one staged already
+    assert list(batches) == [10, 20, 30, 40, 50, 60]
+    assert threads == {threading.current_thread()}
+    assert list(_staged_inline(iter(Counted(0)), stage)) == []
+
+
+def test_staged_inline_raises_the_loaders_error_in_place_of_its_batch():
+    got = []
+    with pytest.raises(KeyError, match="batch 3 failed"):
+        for k, _ in _staged_inline(iter(Counted(6, fail_at=3)), lambda b: b):
+            got.append(k)
+    assert got == [0, 1, 2]
+
+
+def test_staged_inline_raises_the_stages_error_after_the_batch_before():
+    def stage(batch):
+        if batch[0] == 2:
+            raise RuntimeError("stage failed")
+        return batch
+
+    batches = _staged_inline(iter(Counted(5)), stage)
+    assert [next(batches)[0], next(batches)[0]] == [0, 1]
+    with pytest.raises(RuntimeError, match="stage failed"):
+        next(batches)
+
+
+def test_staged_inline_pulls_nothing_more_after_a_break():
+    loader = Counted(1000)
+    for k, _ in _staged_inline(iter(loader), lambda b: b):
+        if k == 2:
+            break
+    assert loader.pulled == 4
 
 
 @pytest.mark.parametrize("leave", ["break", "abandon"])
@@ -356,7 +399,8 @@ def test_cuda_nested_batches(tmp_path):
 
 
 @cuda
-def test_cuda_values_and_containers_equal_a_blocking_copy():
+@pytest.mark.parametrize("depth", [2, 0])
+def test_cuda_values_and_containers_equal_a_blocking_copy(depth):
     g = torch.Generator().manual_seed(3)
 
     def batch(k):
@@ -367,7 +411,7 @@ def test_cuda_values_and_containers_equal_a_blocking_copy():
                 "flags": (torch.rand(3, generator=g) > 0.5, k)}
 
     batches = [batch(k) for k in range(9)]
-    got = list(opt4store.to_device(batches, "cuda"))
+    got = list(opt4store.to_device(batches, "cuda", depth=depth))
     assert len(got) == len(batches)
     for k, (actual, source) in enumerate(zip(got, batches)):
         assert_same(actual, blocking_copy(source), f"batch {k}")
@@ -389,13 +433,14 @@ def test_cuda_last_partial_batch_and_the_next_epoch():
 
 
 @cuda
-def test_cuda_slots_are_not_refilled_before_their_copy_is_used():
-    # Two slots (depth 1), big batches and a slow step: any slot overwritten
-    # early shows as a wrong sum on the device.
+@pytest.mark.parametrize("depth", [1, 0])
+def test_cuda_slots_are_not_refilled_before_their_copy_is_used(depth):
+    # Two slots (depth 1, and 0's), big batches and a slow step: any slot
+    # overwritten early shows as a wrong sum on the device.
     batches = [torch.full((1024, 1024), float(k)) for k in range(24)]
     weight = torch.randn(1024, 1024, device="cuda")
     wrong = torch.zeros((), dtype=torch.int64, device="cuda")
-    for k, x in enumerate(opt4store.to_device(batches, "cuda", depth=1)):
+    for k, x in enumerate(opt4store.to_device(batches, "cuda", depth=depth)):
         for _ in range(8):
             weight = torch.tanh(weight @ weight)  # keeps the stream busy
         wrong += (x != k).any()
@@ -403,9 +448,10 @@ def test_cuda_slots_are_not_refilled_before_their_copy_is_used():
 
 
 @cuda
-def test_cuda_early_break_stops_the_thread_and_the_next_epoch_is_whole():
+@pytest.mark.parametrize("depth", [2, 0])
+def test_cuda_early_break_stops_the_thread_and_the_next_epoch_is_whole(depth):
     loader = Counted(50)
-    device_loader = opt4store.to_device(loader, "cuda")
+    device_loader = opt4store.to_device(loader, "cuda", depth=depth)
     for k, x in device_loader:
         if k == 2:
             break
@@ -417,10 +463,11 @@ def test_cuda_early_break_stops_the_thread_and_the_next_epoch_is_whole():
 
 
 @cuda
-def test_cuda_loader_error_is_raised_in_the_caller():
+@pytest.mark.parametrize("depth", [2, 0])
+def test_cuda_loader_error_is_raised_in_the_caller(depth):
     got = []
     with pytest.raises(KeyError, match="batch 4 failed"):
-        for k, x in opt4store.to_device(Counted(8, fail_at=4), "cuda"):
+        for k, x in opt4store.to_device(Counted(8, fail_at=4), "cuda", depth=depth):
             got.append(int(x[0]))
     assert got == [0, 1, 2, 3]
     assert not fillers()

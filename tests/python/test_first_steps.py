@@ -168,8 +168,9 @@ def test_gpu_bench_harness_runs_on_the_cpu(tmp_path):
     # 3 configurations x 3 transfers, less no_cache's loader, for each worker count
     assert check_gpu_bench_rows(result, 2) == 2 * 8
     assert result["ratios"]
-    # with the native loader, the paired part adds "pinned" (its batches, no thread)
-    assert check_gpu_bench_paired(result, 2, ["copy", "to_device", "loader", "pinned"], 32) == 2
+    # with the native loader, the paired part adds its batches with no thread
+    paired_transfers = ["copy", "to_device", "loader", "pinned", "inline"]
+    assert check_gpu_bench_paired(result, 2, paired_transfers, 32) == 2
     # The heavy setting's source (1024 px JPEGs, PIL filters) in one row,
     # and --merge joins the two runs as the report reads them.
     heavy_path = tmp_path / "heavy.json"
@@ -183,13 +184,13 @@ def test_gpu_bench_harness_runs_on_the_cpu(tmp_path):
     assert merged["wrong"] == 0
     assert check_gpu_bench_rows(merged, 2) == 2 * 8
     assert check_gpu_bench_rows(merged["heavy"], 2) == 1
-    assert check_gpu_bench_paired(merged, 2, ["copy", "to_device", "loader", "pinned"], 32) == 2
-    assert check_gpu_bench_paired(merged["heavy"], 3, ["loader", "pinned"], 8) == 1  # 3: default
+    assert check_gpu_bench_paired(merged, 2, paired_transfers, 32) == 2
+    assert check_gpu_bench_paired(merged["heavy"], 3, paired_transfers[2:], 8) == 1  # 3: default
     # The report's GPU section from the merged file: the paired table and
     # the goals it judges (a CPU run is labelled as such, not judged).
     report = report_from(tmp_path, "gpu_bench.json", merged_path.read_text())
     assert "Paired part: one opt + disk + prefetch store" in report
-    assert "| tiny | 2 | to_device |" in report and "| tiny | 2 | pinned |" in report
+    assert "| tiny | 2 | to_device |" in report and "| tiny | 2 | inline |" in report
     assert "| median step vs floor's | SM MHz |" in report and " ?/? " in report
     assert "Source loads in all (each image once in the fill epoch, none after): " \
         "tiny/0 32 of 32, tiny/2 32 of 32; wrong samples: 0." in report
