@@ -37,7 +37,12 @@
 #                                            nothing beside them (the figures
 #                                            to report); 404 s after check's
 #                                            build (H200, 400 images,
-#                                            2026-11-28; check took 323 s)
+#                                            2026-11-28; check took 323 s),
+#                                            before the paired part took a
+#                                            floor pass per epoch and two more
+#                                            transfers (about 60 s more, an
+#                                            estimate: check + measure + the
+#                                            start, about 830 of a lease's 900)
 #
 # The GPU machine (the `device` tool) reaches no package registry and has
 # none of RocksDB, liburing, LZ4's headers, CLI11 or nlohmann-json; it has CUDA, python3 with
