@@ -235,7 +235,7 @@ CASES = [
     # ---- to_device / DeviceLoader
     ("to_device-bad-device", lambda c: opt4store.to_device([], "nodevice"), E, "device"),
     ("to_device-none-device", lambda c: opt4store.to_device([], None), T, "device"),
-    ("to_device-depth-zero", lambda c: opt4store.to_device([], "cpu", depth=0), E, "depth"),
+    ("to_device-depth-negative", lambda c: opt4store.to_device([], "cpu", depth=-1), E, "depth"),
     ("to_device-depth-huge", lambda c: opt4store.to_device([], "cuda", depth=BIG), E, "depth"),
     ("to_device-non_blocking-str", lambda c: opt4store.to_device([], "cpu", non_blocking="y"),
      T, "non_blocking"),
