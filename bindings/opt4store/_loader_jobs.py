@@ -45,22 +45,6 @@ class Filler(torch.utils.data.Dataset):
                                      defer_puts=True)
 
 
-def probe_value(ds, position, index, read_again):
-    """The value of an epoch's first sample, whose layout the loader needs:
-    peeked, no access counted, when a worker reads that row again
-    (read_again) and the store shows the value (its owner's tiers; not a
-    cluster store, whose ids a peek would not map), so that an epoch counts
-    each read once; else read, counted, and loaded on a miss."""
-    value = None
-    if read_again and ds.store.shared != "cluster":
-        value = ds.store.peek(index)
-    if value is None:
-        value = ds.store.get(position, index)
-    if value is None:
-        value = ds.load_miss(position, index)
-    return value
-
-
 def load_rows(ds, layout, leaves, positions, indices, rows, known=None, defer_puts=False):
     """Reads (positions[i], indices[i]) for rows[i], loading and storing the
     misses, applies the dataset's transform, and writes each value into row

@@ -56,7 +56,7 @@ import torch.utils.data
 from . import _batch_layout
 from ._checks import MAX_UINT64, check_bool, check_callable, check_int, check_number, check_str
 from ._errors import InvalidArgumentError, InvalidTypeError
-from ._loader_jobs import Filler, JobList, PlannedBatches, load_rows, probe_value
+from ._loader_jobs import Filler, JobList, PlannedBatches, load_rows
 from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
 from .device import OwnBatches, check_device, to_device
@@ -322,8 +322,9 @@ class DataLoader:
         # transform: a probe whose random draws are undone, so that every
         # read's transform draws what it would under torch's DataLoader).
         first_position, first_index = int(plan[0][0][0]), int(plan[0][1][0])
-        first = probe_value(ds, first_position, first_index,
-                            read_again=self.num_workers > 0 and ds.transform is not None)
+        first = ds.store.get(first_position, first_index)
+        if first is None:
+            first = ds.load_miss(first_position, first_index)
         try:
             layout = _batch_layout.layout_of(first if ds.transform is None else
                                              _batch_layout.probe(ds.transform, first))
@@ -580,8 +581,8 @@ class DataLoader:
     def _general_epoch(self, plan, first, total):
         """An epoch whose first sample the fast path cannot assemble: with
         workers, torch's DataLoader over the CachedDataset (which reads the
-        first sample again: one more access, unless probe_value peeked it);
-        without, values read a batch at a time, transformed and collated."""
+        first sample again: one more access); without, values read a batch at
+        a time, transformed and collated here."""
         ds = self.dataset
         if self.num_workers > 0:
             for number, batch in enumerate(self._torch_loader(PlannedBatches(plan))):

@@ -78,10 +78,9 @@ def test_readme_imagefolder_snippet_runs_as_written(tmp_path):
         scope = {}
         exec(compile(code, "README.md ImageFolder snippet", "exec"), scope)
     stats = scope["store"].stats()
-    # Each read counted once, but for epoch 1's first sample: the loader's
-    # probe of the transform's output (the batch layout) loads it, a miss,
-    # and its worker reads it again; later epochs' probes peek, uncounted.
-    assert stats["source_loads"] == 12 and stats["accesses"] == 3 * 12 + 1
+    # Each epoch's first sample is read twice: by the loader, whose probe of
+    # the transform's output shows the batch layout, and by its worker.
+    assert stats["source_loads"] == 12 and stats["accesses"] == 3 * 12 + 3
     images, labels = scope["images"], scope["labels"]
     assert images.shape == (4, 3, 224, 224) and images.dtype == torch.float32
     assert set(labels.tolist()) <= {0, 1} and images.min() < -1 < 1 < images.max()
