@@ -32,7 +32,8 @@ def test_ddp_bench_loads_each_sample_once_with_the_shared_store(tmp_path):
     assert runs["no_cache"]["source_loads"] == EPOCHS * read
     assert runs["no_cache"]["restart_source_loads"] == read
     for name in ("opt4store", "opt4store_persistent", "opt4store_batch_aug"):
-        assert runs[name]["source_loads"] == IMAGES, name
+        # its stats (expect_timeouts, drift, hits per rank) say why, if not
+        assert runs[name]["source_loads"] == IMAGES, (name, runs[name]["stats"])
         assert runs[name]["restart_source_loads"] == 0, name
     ours = runs["opt4store"]
     per_rank = runs["per_rank"]
