@@ -16,7 +16,8 @@ compute. It is meant for a step bound by its kernel launches, from which a
 thread's Python work would take the GIL (bench/launch_bench.py).
 
 Ordering: a slot is refilled only after the copy out of it has completed (the
-thread waits on the CUDA event recorded after that copy). The caller's current
+thread, or the caller with depth=0, waits on the CUDA event recorded after
+that copy). The caller's current
 stream waits on a batch's event before the batch is yielded, and each device
 tensor is tied to that stream (record_stream), so its memory is not reused
 while the caller's kernels read it.
@@ -24,16 +25,17 @@ while the caller's kernels read it.
 Memory: pinned host memory of (max(depth, 1) + 1) x the largest batch,
 allocated on the first batch and kept across epochs (a leaf's buffer is
 reallocated when a tensor needs more bytes or another dtype; a smaller one,
-such as a last partial batch, uses a prefix of it); device memory for up to depth + 3
-batches (queued, being copied, and the caller's last two).
+such as a last partial batch, uses a prefix of it); device memory for up to
+depth + 3 batches (queued, being copied, and the caller's last two).
 
 Threads: iterate a DeviceLoader from one thread at a time, as a DataLoader
 (two iterations alive at once each get their own slots). The loader's
 iterator is created in the caller's thread and advanced in the background
-thread (in the caller's with depth=0), which a DataLoader allows. An exception raised by the loader is
-raised in the caller in place of the batch that failed. Leaving the loop
-early (break, an exception) stops the background thread and waits for it,
-which takes at most the time to load the batch it is on.
+thread (in the caller's with depth=0), which a DataLoader allows. An
+exception raised by the loader is raised in the caller in place of the batch
+that failed. Leaving the loop early (break, an exception) stops the
+background thread and waits for it, which takes at most the time to load
+the batch it is on.
 
 On the CPU, to_device returns the loader itself. Batches keep their
 containers (tuple, list, dict, namedtuple); other values pass as they are.
