@@ -129,7 +129,7 @@ step store_bench cxx_bench store_bench
 # delete this run's store), writing $OUT_DIR/<NAME without _bench>.json.
 scratch_step() {
   local name=$1 dir
-  dir=$(mktemp -d "/var/tmp/opt4store-suite-$name.XXXXXX")
+  dir=$(mktemp -d "/var/tmp/opt4store-suite-$name.XXXXXX")  # XXXXXX: mktemp fills it in
   step "$name" "$PYTHON" "$BENCH_SRC/$name.py" "${QUICK[@]}" --dir "$dir" \
     --json "$OUT_DIR/${name%_bench}.json"
   rm -rf -- "$dir"
