@@ -218,12 +218,12 @@ class PyStore {
     return std::unique_ptr<PyStore>(new PyStore(std::move(store)));
   }
 
-  static std::unique_ptr<PyStore> Attach(const std::string& handle) {
+  static std::unique_ptr<PyStore> Attach(const std::string& handle, bool rank_reader) {
     std::unique_ptr<Store> store;
     Status s;
     {
       py::gil_scoped_release release;
-      s = Store::Attach(handle, &store);
+      s = rank_reader ? Store::AttachRankReader(handle, &store) : Store::Attach(handle, &store);
     }
     ThrowIfError(s);
     return std::unique_ptr<PyStore>(new PyStore(std::move(store)));
@@ -364,6 +364,19 @@ class PyStore {
     ThrowIfError(s);
     return true;
   }
+  // None once every rank reader left; else why the wait gave up (Busy's
+  // message, naming their pids).
+  py::object WaitForRankReaders(uint32_t expected, int64_t timeout_ms) {
+    Store* store = Checked();
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = store->WaitForRankReaders(expected, timeout_ms);
+    }
+    if (s.IsBusy()) return py::str(s.message());
+    ThrowIfError(s);
+    return py::none();
+  }
   std::string Handle() { return Checked()->handle(); }
   bool IsOwner() { return Checked()->IsOwner(); }
   uint64_t DatasetSize() { return Checked()->dataset_size(); }
@@ -492,7 +505,7 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PyStore>(m, "Store")
       .def_static("open", &PyStore::Open, py::arg("path"), py::arg("options"))
-      .def_static("attach", &PyStore::Attach, py::arg("handle"))
+      .def_static("attach", &PyStore::Attach, py::arg("handle"), py::arg("rank_reader") = false)
       .def("get", &PyStore::Get, py::arg("position"), py::arg("index"))
       .def("peek", &PyStore::Peek, py::arg("index"))
       .def("put_tensor", &PyStore::PutTensor, py::arg("position"), py::arg("index"),
@@ -532,6 +545,8 @@ PYBIND11_MODULE(_core, m) {
       .def("count_peer_traffic", &PyStore::CountPeerTraffic, py::arg("hits") = 0,
            py::arg("bytes_in") = 0, py::arg("bytes_out") = 0)
       .def("wait_for_puts", &PyStore::WaitForPuts, py::arg("timeout_ms"))
+      .def("wait_for_rank_readers", &PyStore::WaitForRankReaders, py::arg("expected"),
+           py::arg("timeout_ms"))
       .def("handle", &PyStore::Handle)
       .def("is_owner", &PyStore::IsOwner)
       .def("dataset_size", &PyStore::DatasetSize)

@@ -8,8 +8,8 @@ namespace {
 
 constexpr uint64_t kMagic = 0x6f707434637472ull;  // "opt4ctr"
 // 3: the disk tier's gauges; 4: sync_every, the last write error; 5: record
-// places; 7: plan asks and missed bits; 8: the consumers ring
-constexpr uint32_t kVersion = 8;
+// places; 7: plan asks and missed bits; 8: the consumers ring; 9: rank readers
+constexpr uint32_t kVersion = 9;
 
 uint64_t RingOffset() { return (sizeof(ControlBlock::Header) + 4095) & ~uint64_t{4095}; }
 uint64_t ConsumersOffset() { return RingOffset() + ControlBlock::kRingSize * 8; }
@@ -100,6 +100,38 @@ Status ControlBlock::Layout(bool create) {
     }
   }
   return Status::OK();
+}
+
+int ControlBlock::JoinRankReaders(uint64_t process) {
+  for (int slot = 0; slot < kMaxRankReaders; ++slot) {
+    uint64_t held = header_->rank_readers[slot].load(std::memory_order_acquire);
+    if (held != 0) {
+      const shm::ProcessIdentity p = shm::UnpackProcess(held);
+      if (shm::ProcessAlive(p.pid, p.start_ticks)) continue;
+    }
+    if (header_->rank_readers[slot].compare_exchange_strong(held, process,
+                                                            std::memory_order_acq_rel)) {
+      header_->rank_readers_joined.fetch_add(1, std::memory_order_acq_rel);
+      return slot;
+    }
+  }
+  return -1;
+}
+
+void ControlBlock::LeaveRankReaders(int slot, uint64_t process) {
+  if (slot < 0 || slot >= kMaxRankReaders) return;
+  header_->rank_readers[slot].compare_exchange_strong(process, 0, std::memory_order_acq_rel);
+}
+
+std::vector<shm::ProcessIdentity> ControlBlock::LiveRankReaders() const {
+  std::vector<shm::ProcessIdentity> live;
+  for (int slot = 0; slot < kMaxRankReaders; ++slot) {
+    const uint64_t held = header_->rank_readers[slot].load(std::memory_order_acquire);
+    if (held == 0) continue;
+    const shm::ProcessIdentity p = shm::UnpackProcess(held);
+    if (shm::ProcessAlive(p.pid, p.start_ticks)) live.push_back(p);
+  }
+  return live;
 }
 
 uint64_t ControlBlock::SlotTag(uint64_t position) const {

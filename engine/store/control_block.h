@@ -29,6 +29,11 @@
 //              a reader that sees them change under it, or a place out of
 //              date, gets a miss from ReadRecordAt's checks, never a wrong
 //              value.
+//   rank readers  kMaxRankReaders slots in the header, each the process of
+//              a reader attached as a rank reader (Store::AttachRankReader:
+//              another local rank of a shared store) or 0; the owner's
+//              WaitForRankReaders waits until they are empty or their
+//              processes gone; beside them, how many rank readers joined.
 //
 // Thread and process safety: every shared field is an atomic; readers and
 // the owner touch them without locks, so a process killed at any point
@@ -42,6 +47,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "opt4store/plan.h"
 #include "opt4store/status.h"
@@ -122,6 +128,8 @@ class ControlBlock {
   static constexpr uint64_t kRingSize = uint64_t{1} << kRingBits;
   static constexpr size_t kMaxNameBytes = 255;
   static constexpr size_t kMaxPathBytes = 4095;
+  // A host's local ranks, less the owner: far above the 8 GPUs of a node.
+  static constexpr int kMaxRankReaders = 64;
 
   struct Header {
     uint64_t magic;
@@ -155,6 +163,9 @@ class ControlBlock {
     std::atomic<uint32_t> put_error_code;
     alignas(64) SharedCounters counters;
     alignas(64) OwnerGauges gauges;
+    // shm::PackProcess of each rank reader; 0: a free slot.
+    alignas(64) std::atomic<uint64_t> rank_readers[kMaxRankReaders];
+    std::atomic<uint64_t> rank_readers_joined;  // how many ever claimed a slot
   };
 
   // Creates the segment (owner). Names longer than kMaxNameBytes are
@@ -188,6 +199,17 @@ class ControlBlock {
   // Consumed, and by which process; false also when the slot changed while
   // it was read (another lap's reader wrote it).
   bool ConsumedBy(uint64_t position, ItemId* id, shm::ProcessIdentity* reader) const;
+
+  // ---- rank readers (any process writes its own slot)
+
+  // Claims a slot for `process` (shm::PackProcess): a free one, or one
+  // whose process is gone. -1 when every slot holds a live process.
+  int JoinRankReaders(uint64_t process);
+  // Frees `slot` if it holds `process`: a forked child of a rank reader,
+  // which passes its own, frees none.
+  void LeaveRankReaders(int slot, uint64_t process);
+  // The processes in the slots whose process is alive.
+  std::vector<shm::ProcessIdentity> LiveRankReaders() const;
 
   // ---- on-disk bits (owner writes)
 

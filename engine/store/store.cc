@@ -3,7 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "engine/store/owner_file.h"
 #include "engine/store/store_impl.h"
@@ -172,9 +177,54 @@ Status Store::Impl::Inspect(StoreInfo* info) {
   return Status::OK();
 }
 
+Status Store::Impl::WaitForRankReaders(uint32_t expected, int64_t timeout_ms) {
+  if (closed_.load(std::memory_order_acquire)) return Status::IOError("the store is closed");
+  if (!InOwner()) return Status::InvalidArgument("only the store's owner waits for its readers");
+  if (!ctl_) return Status::OK();
+  const ControlBlock::Header* h = ctl_->header();
+  uint64_t joined = 0, read_through = 0;
+  size_t live = SIZE_MAX;
+  int64_t moved_ns = NowNs();
+  for (bool first = true;; first = false) {
+    const std::vector<shm::ProcessIdentity> now = ctl_->LiveRankReaders();
+    const uint64_t joined_now = h->rank_readers_joined.load(std::memory_order_acquire);
+    const uint64_t high = h->high_water.load(std::memory_order_acquire);
+    if (joined_now >= expected && now.empty()) return Status::OK();
+    if (!first && (joined_now != joined || now.size() < live || high != read_through)) {
+      moved_ns = NowNs();
+    }
+    joined = joined_now;
+    live = now.size();
+    read_through = high;
+    if (timeout_ms >= 0 && NowNs() - moved_ns > timeout_ms * 1000000) {
+      std::string why;
+      if (joined < expected) {
+        why = std::to_string(expected - joined) + " of the " + std::to_string(expected) +
+              " rank readers expected never attached";
+      }
+      if (!now.empty()) {
+        std::string pids;
+        for (const shm::ProcessIdentity& p : now) {
+          pids += (pids.empty() ? "" : ", ") + std::to_string(p.pid);
+        }
+        why += (why.empty() ? "" : ", and ") + std::to_string(now.size()) +
+               " rank reader(s) (pid " + pids + ") still have the store open";
+      }
+      char waited[32];
+      std::snprintf(waited, sizeof waited, "%.1f s", static_cast<double>(timeout_ms) / 1000);
+      return Status::Busy(why + " after " + waited +
+                          " in which none attached or closed and no read moved on");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 Status Store::Impl::Close() {
   if (closed_.exchange(true)) return Status::OK();
   if (!InOwner()) {
+    // Every Put this process sent is queued by now: the owner's wait ends
+    // with them in the queue, and its Close takes them.
+    if (ctl_) ctl_->LeaveRankReaders(rank_reader_slot_, shm::PackProcess(shm::CurrentProcess()));
     ram_.reset();
     queue_.reset();
     ctl_.reset();
@@ -272,7 +322,14 @@ Status Store::Repair(const StoreOptions& options, const std::string& path,
 
 Status Store::Attach(const std::string& handle, std::unique_ptr<Store>* store) {
   std::unique_ptr<Impl> impl(new Impl());
-  OPT4STORE_RETURN_IF_ERROR(impl->AttachReader(handle));
+  OPT4STORE_RETURN_IF_ERROR(impl->AttachReader(handle, /*rank_reader=*/false));
+  store->reset(new Store(std::move(impl)));
+  return Status::OK();
+}
+
+Status Store::AttachRankReader(const std::string& handle, std::unique_ptr<Store>* store) {
+  std::unique_ptr<Impl> impl(new Impl());
+  OPT4STORE_RETURN_IF_ERROR(impl->AttachReader(handle, /*rank_reader=*/true));
   store->reset(new Store(std::move(impl)));
   return Status::OK();
 }
@@ -312,6 +369,9 @@ void Store::CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_ou
   impl_->CountPeerTraffic(hits, bytes_in, bytes_out);
 }
 Status Store::WaitForPuts(int64_t timeout_ms) { return impl_->WaitForPuts(timeout_ms); }
+Status Store::WaitForRankReaders(uint32_t expected, int64_t timeout_ms) {
+  return impl_->WaitForRankReaders(expected, timeout_ms);
+}
 Status Store::Flush() { return impl_->Flush(); }
 Status Store::Compact() { return impl_->Compact(); }
 Status Store::Verify(StoreVerifyReport* report) { return impl_->Verify(report); }

@@ -67,7 +67,7 @@ class Store::Impl : private ResidencyTiers {
   ~Impl() override;
 
   Status OpenOwner(const StoreOptions& options, const std::string& path);
-  Status AttachReader(const std::string& handle);
+  Status AttachReader(const std::string& handle, bool rank_reader);
 
   bool InOwner() const { return owner_pid_ != 0 && getpid() == owner_pid_; }
   std::string handle() const { return ctl_ ? ctl_->name() : std::string(); }
@@ -94,6 +94,7 @@ class Store::Impl : private ResidencyTiers {
   bool FirstWarning(uint32_t kind);
   void CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_out);
   Status WaitForPuts(int64_t timeout_ms);
+  Status WaitForRankReaders(uint32_t expected, int64_t timeout_ms);
   Status Flush();
   Status Compact();
   Status Verify(StoreVerifyReport* report);
@@ -240,6 +241,9 @@ class Store::Impl : private ResidencyTiers {
   bool disk_only_ = false;
   uint64_t dataset_size_ = 0;
   int32_t owner_pid_ = 0;
+  // A rank reader's slot (ControlBlock::JoinRankReaders); -1 in other
+  // processes.
+  int rank_reader_slot_ = -1;
   std::function<void(const std::string&)> log_;
 
   std::unique_ptr<DiskTier> disk_;

@@ -486,7 +486,7 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
   return Status::OK();
 }
 
-Status Store::Impl::AttachReader(const std::string& handle) {
+Status Store::Impl::AttachReader(const std::string& handle, bool rank_reader) {
   log_ = DefaultLog;
   OPT4STORE_RETURN_IF_ERROR(ControlBlock::Attach(handle, &ctl_));
   OPT4STORE_RETURN_IF_ERROR(RamTier::Attach(ctl_->header()->ram_name, &ram_));
@@ -494,6 +494,13 @@ Status Store::Impl::AttachReader(const std::string& handle) {
   dataset_size_ = ctl_->header()->dataset_size;
   options_.fetch_timeout_ms = ctl_->header()->fetch_timeout_ms;
   total_positions_.store(ctl_->gauges().total_positions.load());
+  if (rank_reader) {
+    rank_reader_slot_ = ctl_->JoinRankReaders(shm::PackProcess(shm::CurrentProcess()));
+    if (rank_reader_slot_ < 0) {
+      return Status::Busy("the store has " + std::to_string(ControlBlock::kMaxRankReaders) +
+                          " live rank readers already");
+    }
+  }
   return Status::OK();
 }
 

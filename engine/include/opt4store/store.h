@@ -158,6 +158,12 @@ class Store {
   // Joins a store opened by another process as a reader (a spawned
   // DataLoader worker), by the owner's handle().
   static Status Attach(const std::string& handle, std::unique_ptr<Store>* store);
+  // Attach, as a rank reader: a reader the owner's WaitForRankReaders waits
+  // for until it closes (or its process is gone), such as another local
+  // rank of a store the ranks of a host share. A child forked from a rank
+  // reader is a plain reader. Busy when the store has
+  // ControlBlock::kMaxRankReaders (64) live rank readers already.
+  static Status AttachRankReader(const std::string& handle, std::unique_ptr<Store>* store);
 
   // Close(), ignoring its status.
   ~Store();
@@ -277,6 +283,15 @@ class Store {
   Status Verify(StoreVerifyReport* report);
   Status Inspect(StoreInfo* info);
 
+  // Returns once `expected` rank readers (AttachRankReader) have attached,
+  // in all, and each has closed or its process is gone, so that what they
+  // read and Put is in this store's tiers and stats when Close follows.
+  // Busy, saying who is missing (pids), when timeout_ms (negative: no
+  // limit) passed in which no rank reader attached or left and no read
+  // moved on: a reader still reading keeps the wait going. The planner
+  // serves them meanwhile. A rank reader that fails before it attaches
+  // holds the wait to its timeout.
+  Status WaitForRankReaders(uint32_t expected, int64_t timeout_ms);
   // Flushes, stops the planner, saves the cursor and releases the disk
   // tier and shared memory. Later calls return IOError. In a reader it
   // detaches. Idempotent. Readers stop waiting for the owner once it has
