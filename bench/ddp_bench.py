@@ -150,15 +150,6 @@ def open_store(cfg, rank):
                            fingerprint=FINGERPRINT, shared="local")
 
 
-def close_store(store):
-    import torch.distributed as dist
-    dist.barrier()
-    if not store.is_owner:
-        store.close()  # the readers first
-    dist.barrier()
-    store.close()
-
-
 def rank_main(cfg, rank):
     """One rank: the training epochs (cfg["phase"] == "train") or the
     restart's epoch. Writes its figures to cfg["results"].<rank>."""
@@ -231,7 +222,7 @@ def rank_main(cfg, rank):
         s = store.stats()
         stats = {k: s.get(k, 0) for k in ("hits_ram", "hits_disk", "source_loads", "prefetched",
                                           "expect_timeouts", "drift")}
-        close_store(store)
+        store.close()  # a shared store's owner waits for the other rank's close
     slowest = torch.tensor(times + [floor or 0.0], dtype=torch.float64)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
     with open(cfg["results"] + f".{rank}", "w") as f:

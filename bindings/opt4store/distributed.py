@@ -24,17 +24,20 @@ ranks advance in lockstep, as DDP makes them). See PlannedSampler.
 import atexit
 import hashlib
 import json
+import math
 import os
 import re
 import socket
 import tempfile
 import time
+import warnings
 
 from . import _core
 from ._checks import check_int
 from ._errors import BusyError, Error, InvalidArgumentError
 
 _POLL_SECONDS = 0.05
+_CLOSE_NOTICE_SECONDS = 10.0  # wait_for_rank_readers
 
 
 def _env_int(name):
@@ -191,7 +194,7 @@ class LocalSharing:
         if dist is not None:
             owner_handle = self._exchange_by_group(dist, handle, error)
             if local_rank != 0 and error is None:
-                core = _core.Store.attach(owner_handle)
+                core = _core.Store.attach(owner_handle, rank_reader=True)
         elif local_rank == 0:
             try:
                 self._publish_file(handle, error)
@@ -288,7 +291,7 @@ class LocalSharing:
                     raise Error(f"opt4store: local rank 0 could not open the shared store: "
                                 f"{record['error']}")
                 try:
-                    return _core.Store.attach(record["handle"])
+                    return _core.Store.attach(record["handle"], rank_reader=True)
                 except Error as e:  # the owner closed it meanwhile; a new one may come
                     last_failure = e
             if time.monotonic() > deadline:
@@ -298,6 +301,32 @@ class LocalSharing:
                     + (f" (last attach failed: {last_failure})" if last_failure else "")
                     + "; is local rank 0 running and binding the same store?")
             time.sleep(_POLL_SECONDS)
+
+    # ---- closing
+
+    def wait_for_rank_readers(self, core):
+        """The owner, at close: waits for the other local ranks to attach
+        and close (Store::WaitForRankReaders), up to `timeout` seconds in
+        which none of them attaches, reads or closes; then warns, and the
+        store closes all the same (what they load afterwards is not
+        cached)."""
+        if core is None or core.closed or not core.is_owner() or self.local_world_size is None:
+            return
+        expected = self.local_world_size - 1
+        # A first, short wait, after which a long one is announced.
+        first = min(self.timeout, _CLOSE_NOTICE_SECONDS)
+        stuck = core.wait_for_rank_readers(expected, int(first * 1000))
+        if stuck is not None and self.timeout > first:
+            warnings.warn(f"opt4store: the owner of the shared store {self.path!r} waits for the "
+                          f"other local ranks to close it ({stuck}); it waits up to "
+                          f"shared_timeout={self.timeout} s in all while none of them moves",
+                          RuntimeWarning, stacklevel=4)
+            rest = -1 if math.isinf(self.timeout) else int((self.timeout - first) * 1000)
+            stuck = core.wait_for_rank_readers(expected, rest)
+        if stuck is not None:
+            warnings.warn(f"opt4store: closing the shared store {self.path!r} although {stuck}; "
+                          "what they load from now on is not cached", RuntimeWarning,
+                          stacklevel=4)
 
     def unpublish(self):
         """Removes the handle file this process wrote (the owner, at close)."""

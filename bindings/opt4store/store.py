@@ -82,10 +82,13 @@ class Store:
     ``local_rank=`` / ``local_world_size=`` override the LOCAL_RANK and
     LOCAL_WORLD_SIZE that torchrun sets; ``shared_name=`` names the handle
     file used without a torch.distributed process group (default: from the
-    path); ``shared_timeout=`` is how long a reader waits for that file, in
-    seconds. ``stats()`` on any rank gives the host's totals. Close the
-    readers before the owner (e.g. ``dist.barrier()`` before ``close()``).
-    See ``opt4store.distributed``.
+    path); ``shared_timeout=`` (seconds) is how long a reader waits for that
+    file, and how long the owner's ``close()`` waits for the other local
+    ranks while none of them reads or closes. ``stats()`` on any rank gives
+    the host's totals. Call ``close()`` on every rank, in any order: the
+    owner's returns once the other local ranks have closed (or are gone),
+    so that what they loaded is cached and counted. See
+    ``opt4store.distributed``.
 
     Across hosts: ``shared="cluster"`` makes the hosts' stores one cache
     (each item loaded from the source by its home host only, fetched by the
@@ -525,10 +528,11 @@ class Store:
         """Flushes, saves the cursor and releases the store. Idempotent."""
         for reader in list(self._close_after):
             reader.wait()
+        if self._sharing is not None:
+            self._sharing.unpublish()  # first: a rank that closed may open again
+            self._sharing.wait_for_rank_readers(self._core)
         if self._cluster is not None and self._core is not None and not self._core.closed:
             self._cluster.close()  # serves the peers until they are done
-        if self._sharing is not None:
-            self._sharing.unpublish()
         if self._core is not None and not self._core.closed:
             try:
                 self._stats_at_close = self._last_run_stats()

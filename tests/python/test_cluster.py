@@ -195,12 +195,7 @@ def _host(rank, cfg):
                         json.dump(sampler.state_dict(consumed=(b + 1) * BATCH), f)
                 break
         stats = store.stats()
-        if local_world > 1:  # a host's readers close before its owner
-            dist.barrier()
-            if not store.is_owner:
-                store.close()
-            dist.barrier()
-        store.close()
+        store.close()  # a host's owner waits for its readers' close
     result = {"rank": rank, "wrong": int(wrong), "seen": seen, "first_read": read[0],
               "plans_built": len(plans_built),
               "warnings": [str(w.message) for w in caught],

@@ -253,13 +253,6 @@ def _rank_main(config_path, rank):
         loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=DDP_BATCH, drop_last=True)
         return store, sampler, loader
 
-    def close(store):
-        dist.barrier()
-        if not store.is_owner:
-            store.close()  # the readers first
-        dist.barrier()
-        store.close()
-
     store, sampler, loader = start()
     model = DistributedDataParallel(small_cnn())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -278,7 +271,7 @@ def _rank_main(config_path, rank):
     if rank == 0:
         torch.save({"model": model.module.state_dict(), "loader": loader.state_dict()},
                    cfg["checkpoint"])
-    close(store)
+    store.close()  # every rank: the owner's waits for the reader's
     dist.barrier()
 
     store, sampler, loader = start()
@@ -294,7 +287,7 @@ def _rank_main(config_path, rank):
             step(model, optimizer, batch)
     plan = sampler.plan.tolist()
     length = sampler.epoch_length
-    close(store)
+    store.close()
     with open(cfg["results"] + f".{rank}", "w") as f:
         json.dump({"wrong": int(wrong), "order": order, "plan": plan, "length": length}, f)
     dist.destroy_process_group()
