@@ -141,6 +141,37 @@ def pid_alive(pid):
     return True
 
 
+def remove_orphan_handles(folder):
+    """Removes the handle files (and half-written ones) of this user's owners
+    whose process is gone: an owner killed before its close leaves its file,
+    and the next owner under the same name would only overwrite that one."""
+    prefix = f"opt4store-{os.getuid()}-"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        path = os.path.join(folder, name)
+        if name.endswith(".tmp"):  # "<target>.<pid>.tmp"
+            pid = name.rsplit(".", 2)[-2]
+            pid = int(pid) if pid.isdigit() else None
+        elif name.endswith(".handle"):
+            try:
+                with open(path) as f:
+                    pid = json.load(f).get("pid")
+            except (OSError, ValueError, AttributeError):
+                continue  # being written, or not ours to judge
+        else:
+            continue
+        if isinstance(pid, int) and pid > 0 and not pid_alive(pid):
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+
+
 class LocalSharing:
     """How a Store with ``shared="local"`` finds its owner. Internal: the
     Store creates it and calls connect() when a dataset binds the store."""
@@ -261,6 +292,7 @@ class LocalSharing:
 
     def _publish_file(self, handle, error):
         target = self.handle_file()
+        remove_orphan_handles(os.path.dirname(target))
         old = self._read_file()
         if old is not None and old["pid"] != os.getpid() and pid_alive(old["pid"]):
             # Another live owner publishes under this name: leave its record.

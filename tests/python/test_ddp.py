@@ -268,6 +268,37 @@ def test_shared_store_ranks_must_be_contiguous(tmp_path):
         opt4store.CachedDataset(dataset, store, sampler)
 
 
+def test_an_owner_removes_the_handle_files_of_owners_that_are_gone(tmp_path):
+    """An owner killed before its close leaves its handle file in /dev/shm;
+    the next owner to publish removes those whose process is gone (and a
+    half-written one), and leaves a live owner's."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    store = opt4store.Store(tmp_path / "store", ram_items=64, disk=0, shared="local",
+                            local_rank=0, local_world_size=2, shared_timeout=0.1)
+    folder = os.path.dirname(store._sharing.handle_file())
+    prefix = os.path.join(folder, f"opt4store-{os.getuid()}-test-{os.getpid()}")
+    files = {"gone": f"{prefix}-gone.handle", "half": f"{prefix}-half.handle.{gone.pid}.tmp",
+             "live": f"{prefix}-live.handle"}
+    for what, path in files.items():
+        with open(path, "w") as f:
+            json.dump({"pid": os.getpid() if what == "live" else gone.pid}, f)
+    try:
+        dataset = UniformDataset(64, 4)
+        base = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=0)
+        opt4store.CachedDataset(dataset, store, opt4store.PlannedSampler(base, epochs=1))
+        assert store.is_owner
+        assert not os.path.exists(files["gone"])
+        assert not os.path.exists(files["half"])
+        assert os.path.exists(files["live"])
+        with pytest.warns(RuntimeWarning, match="never attached"):
+            store.close()
+    finally:
+        for path in files.values():
+            if os.path.exists(path):
+                os.remove(path)
+
+
 def test_reader_times_out_without_an_owner(tmp_path):
     dataset = UniformDataset(64, 4)
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=1)
