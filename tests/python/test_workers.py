@@ -27,6 +27,8 @@ CASES = [
     (2, "spawn", False, 96, 2),
     (2, "spawn", True, 96, 2),
     (4, "spawn", True, 64, 2),
+    # Python 3.14's default start method on Linux; pickled as for spawn.
+    (2, "forkserver", True, 64, 2),
 ]
 
 
