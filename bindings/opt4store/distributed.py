@@ -24,7 +24,6 @@ ranks advance in lockstep, as DDP makes them). See PlannedSampler.
 import atexit
 import hashlib
 import json
-import math
 import os
 import re
 import socket
@@ -37,7 +36,7 @@ from ._checks import check_int
 from ._errors import BusyError, Error, InvalidArgumentError
 
 _POLL_SECONDS = 0.05
-_CLOSE_NOTICE_SECONDS = 10.0  # wait_for_rank_readers
+_CLOSE_IDLE_SECONDS = 30.0  # wait_for_rank_readers
 
 
 def _env_int(name):
@@ -338,23 +337,17 @@ class LocalSharing:
 
     def wait_for_rank_readers(self, core):
         """The owner, at close: waits for the other local ranks to attach
-        and close (Store::WaitForRankReaders), up to `timeout` seconds in
-        which none of them attaches, reads or closes; then warns, and the
-        store closes all the same (what they load afterwards is not
-        cached)."""
+        and close, or die (Store::WaitForRankReaders), while any of them
+        attaches, reads or closes within _CLOSE_IDLE_SECONDS (or `timeout`,
+        if shorter); then warns, and the store closes all the same (what
+        they load afterwards is not cached). In lockstep (DDP) they are at
+        most a batch behind, so a short idle limit loses nothing a rank
+        still reads, and a rank that waits for the owner before it closes
+        (a barrier between) holds it no longer than that."""
         if core is None or core.closed or not core.is_owner() or self.local_world_size is None:
             return
-        expected = self.local_world_size - 1
-        # A first, short wait, after which a long one is announced.
-        first = min(self.timeout, _CLOSE_NOTICE_SECONDS)
-        stuck = core.wait_for_rank_readers(expected, int(first * 1000))
-        if stuck is not None and self.timeout > first:
-            warnings.warn(f"opt4store: the owner of the shared store {self.path!r} waits for the "
-                          f"other local ranks to close it ({stuck}); it waits up to "
-                          f"shared_timeout={self.timeout} s in all while none of them moves",
-                          RuntimeWarning, stacklevel=4)
-            rest = -1 if math.isinf(self.timeout) else int((self.timeout - first) * 1000)
-            stuck = core.wait_for_rank_readers(expected, rest)
+        idle = min(self.timeout, _CLOSE_IDLE_SECONDS)
+        stuck = core.wait_for_rank_readers(self.local_world_size - 1, int(idle * 1000))
         if stuck is not None:
             warnings.warn(f"opt4store: closing the shared store {self.path!r} although {stuck}; "
                           "what they load from now on is not cached", RuntimeWarning,

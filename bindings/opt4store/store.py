@@ -83,11 +83,11 @@ class Store:
     LOCAL_WORLD_SIZE that torchrun sets; ``shared_name=`` names the handle
     file used without a torch.distributed process group (default: from the
     path); ``shared_timeout=`` (seconds) is how long a reader waits for that
-    file, and how long the owner's ``close()`` waits for the other local
-    ranks while none of them reads or closes. ``stats()`` on any rank gives
-    the host's totals. Call ``close()`` on every rank, in any order: the
-    owner's returns once the other local ranks have closed (or are gone),
-    so that what they loaded is cached and counted. See
+    file. ``stats()`` on any rank gives the host's totals. Call ``close()``
+    on every rank, in any order: the owner's returns once the other local
+    ranks have closed (or are gone), so that what they loaded is cached and
+    counted; it gives up, with a warning, once none of them has attached,
+    read or closed for 30 s (or shared_timeout, if shorter). See
     ``opt4store.distributed``.
 
     Across hosts: ``shared="cluster"`` makes the hosts' stores one cache
