@@ -71,8 +71,7 @@ conv net) stands in for timm where timm is not installed.
 
 Usage: PYTHONPATH=<build>/python python3 bench/gpu_bench.py [--quick]
        [--settings standard,heavy | --heavy] [--models a,b] [--workers 0,8]
-       [--images N] [--epochs E] [--paired ROUNDS] [--device cuda|cpu]
-       [--dir DIR] [--json FILE]
+       [--images N] [--epochs E] [--paired ROUNDS] [--device cuda|cpu] [--dir DIR] [--json FILE]
 --quick: 96 images, 2 epochs, 1 paired round, resnet50, workers 0, the
 standard setting only (or --heavy). --models and --workers apply to every
 setting run; without them the standard setting runs the three models with
@@ -118,7 +117,8 @@ PUBLISHED_OPT_VS_NO_CACHE = {"resnet50": 0.51, "mobilenetv3_small_100": 0.46,
 FLOOR_REPEATS = 3
 DECODE_TIMED = 32   # items whose dataset[i] time gives decode_ms_per_sample
 STANDARD_WORK = "decode a 512x512 JPEG, resize to 256x256 (bilinear)"
-STAT_KEYS = ("accesses", "hits_ram", "hits_disk", "source_loads", "prefetched", "drift")
+STAT_KEYS = ("accesses", "hits_ram", "hits_disk", "source_loads", "prefetched", "drift",
+             "expect_timeouts", "puts_dropped")  # the last two tell a double load's cause
 
 
 def build_model(name, device):
@@ -388,7 +388,7 @@ def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir)
         row["floor_s"] = row["floor_before_s"][row["order"][0]]
         out["rounds"].append(row)
     del loaders, plain
-    source_loads = store.stats()["source_loads"]
+    out["stats"] = {k: v for k, v in store.stats().items() if k in STAT_KEYS}
     store.close()
     shutil.rmtree(store_dir, ignore_errors=True)
     rows = out["rounds"]
@@ -399,8 +399,8 @@ def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir)
     if "copy" in transfers:
         out["vs_copy"] = {t: [r["epoch_s"][t] / r["epoch_s"]["copy"] for r in rows]
                           for t in transfers if t != "copy"}
-    out.update(source_loads=source_loads, images=len(ds), checked=checker.checked,
-               wrong=checker.wrong)
+    out.update(source_loads=out["stats"]["source_loads"], images=len(ds), wrong=checker.wrong,
+               checked=checker.checked)
     return out
 
 

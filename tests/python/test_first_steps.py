@@ -137,7 +137,7 @@ def check_gpu_bench_paired(block, rounds, transfers, images):
         for workers, p in by_workers.items():
             count += 1
             assert p["wrong"] == 0 and p["checked"] > 0, (model, workers)
-            assert p["source_loads"] == p["images"] == images, (model, workers)
+            assert p["source_loads"] == p["images"] == images, (model, workers, p["stats"])
             assert len(p["rounds"]) == rounds
             for k, r in enumerate(p["rounds"]):
                 assert r["order"] == transfers[k % len(transfers):] + \
