@@ -21,6 +21,7 @@
 #include "disk_test_util.h"
 #include "fork_child.h"
 #include "opt4store/store.h"
+#include "store_open_util.h"
 #include "store_test_util.h"
 #include "test_util.h"
 #include "tiers/disk_tier.h"
@@ -34,6 +35,7 @@ using opt4store_test::FlipByte;
 using opt4store_test::ForkWaitingChild;
 using opt4store_test::Go;
 using opt4store_test::IsSample;
+using opt4store_test::OpenStore;
 using opt4store_test::ReadSegmentRecords;
 using opt4store_test::ReadTally;
 using opt4store_test::Reap;
@@ -71,14 +73,6 @@ Status ReadAt(DiskTier* tier, ItemId id, const DiskRecordPlace& place, std::stri
     payload->assign(p);
   }
   return s;
-}
-
-std::unique_ptr<Store> OpenStore(const StoreOptions& options, const std::string& path) {
-  std::unique_ptr<Store> store;
-  const Status s = Store::Open(options, path, &store);
-  INFO("Store::Open(" << path << "): " << s.ToString());
-  REQUIRE(s.ok());
-  return store;
 }
 
 // A reader's Get of id: tallied, never asserted (children use it).

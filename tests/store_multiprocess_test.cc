@@ -39,6 +39,7 @@
 #include "engine/base/fault_injection_env.h"
 #include "fork_child.h"
 #include "opt4store/store.h"
+#include "store_open_util.h"
 #include "store_test_util.h"
 #include "test_util.h"
 
@@ -51,6 +52,7 @@ using opt4store_test::ForkChild;
 using opt4store_test::ForkWaitingChild;
 using opt4store_test::Go;
 using opt4store_test::IsSample;
+using opt4store_test::OpenStore;
 using opt4store_test::PlanIds;
 using opt4store_test::ReadPositions;
 using opt4store_test::ReadRange;
@@ -75,15 +77,6 @@ constexpr int kExitAttachFailed = 13;
 constexpr int kExitCloseFailed = 14;
 constexpr int kExitBadShape = 15;
 constexpr int kExitPipe = 16;
-
-std::unique_ptr<Store> OpenStore(const StoreOptions& options, const std::string& path) {
-  std::unique_ptr<Store> store;
-  const Status s = Store::Open(options, path, &store);
-  INFO("Store::Open(" << path << "): " << s.ToString());
-  REQUIRE(s.ok());
-  REQUIRE(store != nullptr);
-  return store;
-}
 
 bool WriteAll(int fd, const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);

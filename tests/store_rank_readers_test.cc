@@ -17,6 +17,7 @@
 
 #include "fork_child.h"
 #include "opt4store/store.h"
+#include "store_open_util.h"
 #include "store_test_util.h"
 
 namespace opt4store {
@@ -25,6 +26,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using opt4store_test::ForkWaitingChild;
 using opt4store_test::Go;
+using opt4store_test::OpenStore;
 using opt4store_test::PlanIds;
 using opt4store_test::ReadRange;
 using opt4store_test::ReadTally;
@@ -38,14 +40,6 @@ constexpr int kExitAttachFailed = 13;
 constexpr int kExitReadFailed = 14;
 constexpr int kExitCloseFailed = 15;
 constexpr int kExitForkFailed = 16;
-
-std::unique_ptr<Store> OpenStore(const StoreOptions& options, const std::string& path) {
-  std::unique_ptr<Store> store;
-  const Status s = Store::Open(options, path, &store);
-  INFO("Store::Open(" << path << "): " << s.ToString());
-  REQUIRE(s.ok());
-  return store;
-}
 
 // Blocks until the child writes its one byte ("attached"); false on EOF.
 bool AwaitByte(int fd) {

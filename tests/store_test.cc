@@ -24,6 +24,7 @@
 
 #include "disk_test_util.h"
 #include "tests/reference/reference_belady.h"
+#include "store_open_util.h"
 #include "store_test_util.h"
 #include "test_util.h"
 #include "engine/base/fault_injection_env.h"
@@ -38,6 +39,7 @@ using opt4store_test::IsSample;
 using opt4store_test::LogCollector;
 using opt4store_test::MentionsAny;
 using opt4store_test::NamesNumber;
+using opt4store_test::OpenStore;
 using opt4store_test::PlanIds;
 using opt4store_test::ReadRange;
 using opt4store_test::ReadSegmentRecords;
@@ -57,15 +59,6 @@ StoreOptions BaseOptions(const ScratchStore& scratch) {
   StoreOptions o;
   o.shm_prefix = scratch.prefix();
   return o;
-}
-
-std::unique_ptr<Store> OpenStore(const StoreOptions& options, const std::string& path) {
-  std::unique_ptr<Store> store;
-  const Status s = Store::Open(options, path, &store);
-  INFO("Store::Open(" << path << "): " << s.ToString());
-  REQUIRE(s.ok());
-  REQUIRE(store != nullptr);
-  return store;
 }
 
 void CheckStatsAddUp(const StoreStats& s) {
