@@ -69,6 +69,15 @@ WaitingChild ForkIdleReader(bool rank_reader) {
   });
 }
 
+// One epoch of n items, shuffled by seed, that the RAM tier holds whole.
+StoreOptions AllInRam(const ScratchStore& scratch, uint64_t n, uint64_t seed) {
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.plan = ShufflePlan(n, 1, seed);
+  o.ram_items = n;
+  return o;
+}
+
 void Kill(pid_t pid) {
   kill(pid, SIGKILL);
   Reap(pid);
@@ -120,10 +129,7 @@ TEST_CASE("Store: WaitForRankReaders gives up on a rank reader that neither read
           "naming it, and ends as soon as it dies",
           "[store][multiprocess]") {
   ScratchStore scratch;
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.plan = ShufflePlan(64, 1, 3);
-  o.ram_items = 64;
+  const StoreOptions o = AllInRam(scratch, 64, 3);
   WaitingChild rank = ForkIdleReader(/*rank_reader=*/true);
   WaitingChild plain = ForkIdleReader(/*rank_reader=*/false);
   auto store = OpenStore(o, scratch.path());
@@ -159,10 +165,7 @@ TEST_CASE("Store: WaitForRankReaders gives up on a rank reader that neither read
 TEST_CASE("Store: a forked child of a rank reader that closes leaves its parent's place held",
           "[store][multiprocess]") {
   ScratchStore scratch;
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.plan = ShufflePlan(64, 1, 5);
-  o.ram_items = 64;
+  const StoreOptions o = AllInRam(scratch, 64, 5);
   WaitingChild rank = ForkWaitingChild([](int fd, const std::string& handle) {
     std::unique_ptr<Store> joined;
     if (!Store::AttachRankReader(handle, &joined).ok()) return kExitAttachFailed;
@@ -189,10 +192,7 @@ TEST_CASE("Store: a forked child of a rank reader that closes leaves its parent'
 TEST_CASE("Store: WaitForRankReaders is the owner's, and a reader gets InvalidArgument",
           "[store][multiprocess]") {
   ScratchStore scratch;
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.plan = ShufflePlan(16, 1, 1);
-  o.ram_items = 16;
+  const StoreOptions o = AllInRam(scratch, 16, 1);
   WaitingChild child = ForkWaitingChild([](int, const std::string& handle) {
     std::unique_ptr<Store> joined;
     if (!Store::AttachRankReader(handle, &joined).ok()) return kExitAttachFailed;
