@@ -40,6 +40,9 @@ class FakeTiers : public ResidencyTiers {
     *items = ram.size();
     *bytes = ram.size() * item_bytes;
   }
+  bool ReadingFromDisk(uint64_t position) const override {
+    return reading_from_disk.count(position) != 0;
+  }
   void Evict(ItemId id) override {
     REQUIRE(ram.erase(id) == 1);
     ++evictions;
@@ -61,6 +64,7 @@ class FakeTiers : public ResidencyTiers {
   std::vector<bool> on_disk;
   std::vector<uint64_t> next_use;
   std::map<uint64_t, ItemId> consumed;
+  std::set<uint64_t> reading_from_disk;  // positions
   std::map<ItemId, uint64_t> expected;
   std::vector<Drift> drifted;
   std::vector<std::pair<uint64_t, ItemId>> skipped;
@@ -183,6 +187,32 @@ TEST_CASE("Residency: a restart prefetches the next reads from disk and lets the
   CHECK(tiers.evictions == 4);
   r.CollectPrefetch(&batch);
   CHECK(batch == std::vector<ItemId>(ids.begin() + 10, ids.begin() + 14));
+}
+
+TEST_CASE("Residency: no prefetch for a position whose reader is reading it from disk now",
+          "[residency]") {
+  const uint64_t n = 64;
+  const PlanSpec plan = ShufflePlan(n, 1, 3);
+  std::vector<ItemId> ids;
+  REQUIRE(PlanIds(plan, &ids).ok());
+  FakeTiers tiers(n);
+  for (uint64_t id = 0; id < n; ++id) tiers.on_disk[id] = true;  // a restart
+  ResidencyOptions o;
+  o.num_ids = n;
+  o.ram_items = 8;
+  o.prefetch_depth = 20;
+  o.staging = 10;
+  o.ring_slots = 256;
+  o.disk = true;
+  Residency r(o, &tiers);
+  REQUIRE(r.SetPlan(plan, 0).ok());
+  r.PlanAhead(o.prefetch_depth, 0, 0);
+  // The reader's first batch, positions 0 to 5, is on its way from disk:
+  // the prefetcher starts behind it, and its staging goes to what follows.
+  for (uint64_t p = 0; p < 6; ++p) tiers.reading_from_disk.insert(p);
+  std::vector<ItemId> batch;
+  r.CollectPrefetch(&batch);
+  CHECK(batch == std::vector<ItemId>(ids.begin() + 6, ids.begin() + 16));
 }
 
 TEST_CASE("Residency: reads consumed ahead of a lagging reader let their staged items go",

@@ -347,9 +347,10 @@ void Residency::CollectPrefetch(std::vector<ItemId>* ids) {
     if (staged_bytes_ >= options_.staging) break;
     Slot& slot = SlotAt(prefetch_cursor_);
     const ItemId id = slot.id;
-    ++prefetch_cursor_;
+    const uint64_t position = prefetch_cursor_++;
     if (slot.flags & kReleased) continue;  // read already
     const bool resident = tiers_->InRam(id);
+    if (!resident && tiers_->ReadingFromDisk(position)) continue;  // its reader is ahead
     if (slot.flags & kHit) {
       // The policy's own copy should be there; if it was lost, bring it back.
       if (resident || !tiers_->OnDisk(id)) continue;
