@@ -40,8 +40,8 @@ class FakeTiers : public ResidencyTiers {
     *items = ram.size();
     *bytes = ram.size() * item_bytes;
   }
-  bool ReadingFromDisk(uint64_t position) const override {
-    return reading_from_disk.count(position) != 0;
+  bool BeingRead(uint64_t position) const override {
+    return being_read.count(position) != 0;
   }
   void Evict(ItemId id) override {
     REQUIRE(ram.erase(id) == 1);
@@ -64,7 +64,7 @@ class FakeTiers : public ResidencyTiers {
   std::vector<bool> on_disk;
   std::vector<uint64_t> next_use;
   std::map<uint64_t, ItemId> consumed;
-  std::set<uint64_t> reading_from_disk;  // positions
+  std::set<uint64_t> being_read;  // positions
   std::map<ItemId, uint64_t> expected;
   std::vector<Drift> drifted;
   std::vector<std::pair<uint64_t, ItemId>> skipped;
@@ -209,7 +209,7 @@ TEST_CASE("Residency: no prefetch for a position whose reader is reading it from
   r.PlanAhead(o.prefetch_depth, 0, 0);
   // The reader's first batch, positions 0 to 5, is on its way from disk:
   // the prefetcher starts behind it, and its staging goes to what follows.
-  for (uint64_t p = 0; p < 6; ++p) tiers.reading_from_disk.insert(p);
+  for (uint64_t p = 0; p < 6; ++p) tiers.being_read.insert(p);
   std::vector<ItemId> batch;
   r.CollectPrefetch(&batch);
   CHECK(batch == std::vector<ItemId>(ids.begin() + 6, ids.begin() + 16));

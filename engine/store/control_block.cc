@@ -8,12 +8,14 @@ namespace {
 
 constexpr uint64_t kMagic = 0x6f707434637472ull;  // "opt4ctr"
 // 3: the disk tier's gauges; 4: sync_every, the last write error; 5: record
-// places; 7: plan asks and missed bits; 8: the consumers ring; 9: rank readers
-constexpr uint32_t kVersion = 9;
+// places; 7: plan asks and missed bits; 8: the consumers ring; 9: rank
+// readers; 10: the reading ring
+constexpr uint32_t kVersion = 10;
 
 uint64_t RingOffset() { return (sizeof(ControlBlock::Header) + 4095) & ~uint64_t{4095}; }
 uint64_t ConsumersOffset() { return RingOffset() + ControlBlock::kRingSize * 8; }
-uint64_t BitsOffset() { return ConsumersOffset() + ControlBlock::kRingSize * 8; }
+uint64_t ReadingOffset() { return ConsumersOffset() + ControlBlock::kRingSize * 8; }
+uint64_t BitsOffset() { return ReadingOffset() + ControlBlock::kRingSize * 8; }
 uint64_t BitmapBytes(uint64_t dataset_size) { return ((dataset_size + 63) / 64) * 8; }
 // The on-disk bits, the missed bits, the expected positions, the places.
 uint64_t MissedOffset(uint64_t dataset_size) { return BitsOffset() + BitmapBytes(dataset_size); }
@@ -86,6 +88,7 @@ Status ControlBlock::Layout(bool create) {
   }
   ring_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + RingOffset());
   consumers_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + ConsumersOffset());
+  reading_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + ReadingOffset());
   on_disk_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() + BitsOffset());
   missed_ = reinterpret_cast<std::atomic<uint64_t>*>(segment_->data() +
                                                      MissedOffset(header_->dataset_size));
@@ -153,6 +156,17 @@ void ControlBlock::MarkConsumed(uint64_t position, ItemId id) {
   // The reader first: one who sees the slot's tag sees it (or a later lap's).
   consumers_[slot].store(shm::PackProcess(shm::CurrentProcess()), std::memory_order_relaxed);
   ring_[slot].store(SlotTag(position) | id, std::memory_order_release);
+}
+
+void ControlBlock::MarkReading(uint64_t position) {
+  const uint64_t frontier = header_->frontier.load(std::memory_order_acquire);
+  if (position < frontier || position >= frontier + kRingSize) return;
+  reading_[position & (kRingSize - 1)].store(SlotTag(position) | 1, std::memory_order_relaxed);
+}
+
+bool ControlBlock::Reading(uint64_t position) const {
+  return reading_[position & (kRingSize - 1)].load(std::memory_order_relaxed) ==
+         (SlotTag(position) | 1);
 }
 
 bool ControlBlock::Consumed(uint64_t position, ItemId* id) const {

@@ -15,7 +15,9 @@
 //              lap or plan) are harmless without clearing. Beside it, per
 //              slot, the process that read the position (pid and start
 //              time): a reader that waits for that reader's Put stops once
-//              it is gone.
+//              it is gone. And per slot, a reader's mark that it is
+//              reading the position now (from RAM, disk or the owner):
+//              the prefetcher skips it.
 //   on_disk    one bit per id: the disk tier holds it. Readers use it to
 //              decide between "ask the owner" and "load from the source".
 //   expected   per id, the plan position whose reader is loading the item
@@ -194,6 +196,12 @@ class ControlBlock {
   // behind the frontier, or a whole ring ahead of it, are not recorded (the
   // owner skips those as abandoned once readers are far past them).
   void MarkConsumed(uint64_t position, ItemId id);
+  // Reader: its read of `position` has begun, so a prefetch for it would
+  // come too late (the read takes it from disk itself, or waits for the
+  // owner's answer). Advisory: a mark left by a dead reader costs one
+  // prefetch. Positions outside the ring's window are not marked.
+  void MarkReading(uint64_t position);
+  bool Reading(uint64_t position) const;
   // Whether `position` was consumed, and with which id.
   bool Consumed(uint64_t position, ItemId* id) const;
   // Consumed, and by which process; false also when the slot changed while
@@ -260,6 +268,7 @@ class ControlBlock {
   Header* header_ = nullptr;
   std::atomic<uint64_t>* ring_ = nullptr;
   std::atomic<uint64_t>* consumers_ = nullptr;  // per ring slot: shm::PackProcess
+  std::atomic<uint64_t>* reading_ = nullptr;    // per ring slot: SlotTag | 1 (MarkReading)
   std::atomic<uint64_t>* on_disk_ = nullptr;
   std::atomic<uint64_t>* missed_ = nullptr;
   std::atomic<uint64_t>* expected_ = nullptr;

@@ -47,10 +47,7 @@ bool Store::Impl::OnDisk(ItemId id) const { return ctl_->OnDisk(id); }
 bool Store::Impl::Consumed(uint64_t position, ItemId* id) const {
   return ctl_->Consumed(position, id);
 }
-bool Store::Impl::ReadingFromDisk(uint64_t position) const {
-  mu_.AssertHeld();
-  return reading_from_disk_.count(position) != 0;
-}
+bool Store::Impl::BeingRead(uint64_t position) const { return ctl_->Reading(position); }
 void Store::Impl::RamUsage(uint64_t* items, uint64_t* bytes) const {
   const RamTierStats st = ram_->Stats();
   *items = st.items_resident;

@@ -275,12 +275,18 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       }
     });
   }
+  // The rest is read now, ahead of any prefetch for it: at a restart (RAM
+  // empty) the readers and the prefetcher start at the same position, and
+  // the prefetcher, throttled by staging=, lagged the readers' batches and
+  // read again a third of what they had read (loader_bench's restart).
+  for (size_t i = 0; i < n; ++i) {
+    if (!done[i] && !hit[i] && PlanPosition(positions[i])) ctl_->MarkReading(positions[i]);
+  }
   // After the owner closed or died, nobody answers fetches or Puts: never wait.
   const bool owner_gone = !owner && OwnerGone();
   std::vector<size_t> from_disk;
   std::vector<uint64_t> versions;
   std::vector<uint64_t> disk_bytes(n, 0);  // per kDisk read: its meta + payload bytes
-  std::vector<uint64_t> reading;  // the positions this call put in reading_from_disk_
   bool plan_awaited = false;  // AwaitPlanned: once a batch
   for (size_t i = 0; i < n; ++i) {
     if (done[i]) continue;
@@ -389,14 +395,6 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
   if (!from_disk.empty() && owner && disk_) {
     std::vector<ItemId> disk_ids(from_disk.size());
     for (size_t j = 0; j < from_disk.size(); ++j) disk_ids[j] = ids[from_disk[j]];
-    {
-      MutexLock lock(&mu_);
-      for (size_t i : from_disk) {
-        if (!PlanPosition(positions[i])) continue;
-        ++reading_from_disk_[positions[i]];
-        reading.push_back(positions[i]);
-      }
-    }
     disk_->MultiGet(disk_ids.data(), disk_ids.size(),
                     [&](size_t j, const Status& s, std::string_view meta, std::string_view payload) {
                       const size_t i = from_disk[j];
@@ -458,14 +456,6 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
         break;
     }
     Mark(positions[i], ids[i]);
-  }
-  if (!reading.empty()) {
-    // Marked consumed now: the planner releases them before it collects.
-    MutexLock lock(&mu_);
-    for (uint64_t position : reading) {
-      auto it = reading_from_disk_.find(position);
-      if (--it->second == 0) reading_from_disk_.erase(it);
-    }
   }
 }
 

@@ -350,7 +350,7 @@ void Residency::CollectPrefetch(std::vector<ItemId>* ids) {
     const uint64_t position = prefetch_cursor_++;
     if (slot.flags & kReleased) continue;  // read already
     const bool resident = tiers_->InRam(id);
-    if (!resident && tiers_->ReadingFromDisk(position)) continue;  // its reader is ahead
+    if (!resident && tiers_->BeingRead(position)) continue;  // its reader is ahead
     if (slot.flags & kHit) {
       // The policy's own copy should be there; if it was lost, bring it back.
       if (resident || !tiers_->OnDisk(id)) continue;

@@ -61,10 +61,10 @@ class ResidencyTiers {
   virtual bool Consumed(uint64_t position, ItemId* id) const = 0;
   // The RAM tier's contents now (for the fill-once rule without a plan).
   virtual void RamUsage(uint64_t* items, uint64_t* bytes) const = 0;
-  // A read of this process is reading the item of plan position `position`
-  // from the disk tier now: a prefetch for that position would read it a
-  // second time, for a read already served.
-  virtual bool ReadingFromDisk(uint64_t position) const = 0;
+  // A reader (of any process) is reading plan position `position` now: a
+  // prefetch for it would read its item a second time, for a read already
+  // served.
+  virtual bool BeingRead(uint64_t position) const = 0;
 
   // id no longer belongs in RAM. Called only when InRam(id).
   virtual void Evict(ItemId id) = 0;

@@ -33,7 +33,6 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -166,7 +165,7 @@ class Store::Impl : private ResidencyTiers {
   bool OnDisk(ItemId id) const override;
   bool Consumed(uint64_t position, ItemId* id) const override;
   void RamUsage(uint64_t* items, uint64_t* bytes) const override;
-  bool ReadingFromDisk(uint64_t position) const override;
+  bool BeingRead(uint64_t position) const override;
   void Evict(ItemId id) override;
   void ExpectPut(ItemId id, uint64_t position) override;
   void SetNextUse(ItemId id, uint64_t position) override;
@@ -266,13 +265,6 @@ class Store::Impl : private ResidencyTiers {
   std::string plan_identity_ GUARDED_BY(mu_);
   std::atomic<uint64_t> resume_position_{0};  // the cursor saved for this plan
   int64_t last_publish_ns_ GUARDED_BY(mu_) = 0;
-  // The plan positions this process's GetBatch calls are reading from the
-  // disk tier, until they are marked consumed, with how many calls read
-  // each: the prefetcher skips them. At a restart (RAM empty) the readers
-  // and the prefetcher start at the same position, and the prefetcher,
-  // throttled by staging=, lagged the readers' batches and read again a
-  // third of what they had read (loader_bench's restart).
-  std::unordered_map<uint64_t, uint32_t> reading_from_disk_ GUARDED_BY(mu_);
 
   // Owner counters not kept in the control block or the Residency.
   std::atomic<uint64_t> prefetched_{0}, prefetch_bytes_{0};
