@@ -146,6 +146,19 @@ TEST_CASE("Residency: one reader in order hits exactly what Belady's OPT hits", 
   }
 }
 
+// A store of n items with a disk tier, RAM for 8, staging for 10 (items of
+// cost 1: an item capacity), the planner 20 positions ahead.
+ResidencyOptions RestartOptions(uint64_t n) {
+  ResidencyOptions o;
+  o.num_ids = n;
+  o.ram_items = 8;
+  o.prefetch_depth = 20;
+  o.staging = 10;
+  o.ring_slots = 256;
+  o.disk = true;
+  return o;
+}
+
 TEST_CASE("Residency: a restart prefetches the next reads from disk and lets them go once read",
           "[residency]") {
   const uint64_t n = 64;
@@ -154,13 +167,7 @@ TEST_CASE("Residency: a restart prefetches the next reads from disk and lets the
   REQUIRE(PlanIds(plan, &ids).ok());
   FakeTiers tiers(n);
   for (uint64_t id = 0; id < n; ++id) tiers.on_disk[id] = true;  // an earlier run's
-  ResidencyOptions o;
-  o.num_ids = n;
-  o.ram_items = 8;
-  o.prefetch_depth = 20;
-  o.staging = 10;  // 10 items of cost 1 (an item capacity)
-  o.ring_slots = 256;
-  o.disk = true;
+  const ResidencyOptions o = RestartOptions(n);
   Residency r(o, &tiers);
   REQUIRE(r.SetPlan(plan, 0).ok());
   // Every id is read once and never again: the disk tier learns it.
@@ -197,13 +204,7 @@ TEST_CASE("Residency: no prefetch for a position whose reader is reading it from
   REQUIRE(PlanIds(plan, &ids).ok());
   FakeTiers tiers(n);
   for (uint64_t id = 0; id < n; ++id) tiers.on_disk[id] = true;  // a restart
-  ResidencyOptions o;
-  o.num_ids = n;
-  o.ram_items = 8;
-  o.prefetch_depth = 20;
-  o.staging = 10;
-  o.ring_slots = 256;
-  o.disk = true;
+  const ResidencyOptions o = RestartOptions(n);
   Residency r(o, &tiers);
   REQUIRE(r.SetPlan(plan, 0).ok());
   r.PlanAhead(o.prefetch_depth, 0, 0);
@@ -223,13 +224,7 @@ TEST_CASE("Residency: reads consumed ahead of a lagging reader let their staged 
   REQUIRE(PlanIds(plan, &ids).ok());
   FakeTiers tiers(n);
   for (uint64_t id = 0; id < n; ++id) tiers.on_disk[id] = true;
-  ResidencyOptions o;
-  o.num_ids = n;
-  o.ram_items = 8;
-  o.prefetch_depth = 20;
-  o.staging = 10;
-  o.ring_slots = 256;
-  o.disk = true;
+  const ResidencyOptions o = RestartOptions(n);
   Residency r(o, &tiers);
   REQUIRE(r.SetPlan(plan, 0).ok());
   r.PlanAhead(o.prefetch_depth, 0, 0);
