@@ -525,7 +525,9 @@ class Store:
         self._close_after.add(reader)
 
     def close(self):
-        """Flushes, saves the cursor and releases the store. Idempotent."""
+        """Flushes, saves the cursor and releases the store. Idempotent. The
+        owner of a shared store first waits for the other local ranks to
+        close theirs (see shared= above)."""
         for reader in list(self._close_after):
             reader.wait()
         if self._sharing is not None:
