@@ -146,6 +146,66 @@ TEST_CASE("ArenaAllocator: random workload matches a brute-force model", "[arena
   CHECK(a.CheckInvariants() == "");
 }
 
+TEST_CASE("ArenaAllocator: Grow adds free units after a used or a free last block",
+          "[arena]") {
+  ArenaAllocator a(100);
+  const Taken all = Take(&a, 100);  // the last block is used
+  a.Grow(150);
+  CHECK(a.capacity_units() == 150);
+  CHECK(a.free_units() == 50);
+  CHECK(a.CheckInvariants() == "");
+  const Taken next = Take(&a, 30);
+  CHECK(next.offset == 100);
+  a.Grow(400);  // the last block (20 units) is free: one block of 270
+  CHECK(a.free_blocks() == 1);
+  CHECK(a.LargestFreeBlock() == 270);
+  CHECK(a.CheckInvariants() == "");
+  const Taken big = Take(&a, 270);  // spans the old and the new units
+  CHECK(big.offset == 130);
+  REQUIRE(a.Free(all.handle));
+  REQUIRE(a.Free(big.handle));
+  REQUIRE(a.Free(next.handle));
+  CHECK(a.free_blocks() == 1);
+  CHECK(a.LargestFreeBlock() == 400);
+  CHECK(a.CheckInvariants() == "");
+}
+
+TEST_CASE("ArenaAllocator: a random workload while the arena grows keeps the invariants",
+          "[arena]") {
+  const uint64_t final_capacity = 1 << 16;
+  ArenaAllocator a(final_capacity / 8);
+  std::mt19937_64 rng(11);
+  std::vector<Taken> live;
+  std::vector<uint8_t> owner(final_capacity, 0);
+  for (int step = 0; step < 40000; ++step) {
+    if (step % 5000 == 4999 && a.capacity_units() < final_capacity) {
+      a.Grow(a.capacity_units() + final_capacity / 8);
+      REQUIRE(a.CheckInvariants() == "");
+    }
+    if (live.empty() || rng() % 100 < 55) {
+      const uint64_t units = rng() % 10 == 0 ? 1 + rng() % 2000 : 1 + rng() % 200;
+      Taken t{0, units, 0};
+      if (!a.Allocate(units, &t.offset, &t.handle)) continue;
+      REQUIRE(t.offset + units <= a.capacity_units());
+      for (uint64_t u = t.offset; u < t.offset + units; ++u) {
+        REQUIRE(owner[u] == 0);
+        owner[u] = 1;
+      }
+      live.push_back(t);
+    } else {
+      const size_t i = rng() % live.size();
+      for (uint64_t u = live[i].offset; u < live[i].offset + live[i].units; ++u) owner[u] = 0;
+      REQUIRE(a.Free(live[i].handle));
+      live[i] = live.back();
+      live.pop_back();
+    }
+  }
+  CHECK(a.capacity_units() == final_capacity);
+  for (const Taken& t : live) REQUIRE(a.Free(t.handle));
+  CHECK(a.LargestFreeBlock() == final_capacity);
+  CHECK(a.CheckInvariants() == "");
+}
+
 TEST_CASE("ArenaAllocator: a steady state of same-size items does not fragment", "[arena]") {
   // The RAM tier's common case: evict one, insert one of a similar size.
   const uint64_t capacity = 100000;

@@ -9,6 +9,7 @@
 //    next class). After rounding a request up to the next class bound, any
 //    block of the class found is large enough without looking at it.
 //  - used_units_ / used_blocks_ / free_blocks_ count the kUsed / kFree blocks.
+//  - last_ is the chain's last block.
 #include "tiers/arena_allocator.h"
 
 #include <cassert>
@@ -140,6 +141,7 @@ bool ArenaAllocator::Allocate(uint64_t units, uint64_t* offset, Handle* handle) 
     rest.prev_phys = b;
     rest.next_phys = blk.next_phys;
     if (rest.next_phys != kNil) blocks_[rest.next_phys].prev_phys = r;
+    if (rest.next_phys == kNil) last_ = r;
     blk.next_phys = r;
     blk.size = units;
     InsertFree(r);
@@ -174,8 +176,28 @@ bool ArenaAllocator::Free(Handle handle) {
     if (blocks_[next].next_phys != kNil) blocks_[blocks_[next].next_phys].prev_phys = b;
     ReleaseBlock(next);
   }
+  if (blocks_[b].next_phys == kNil) last_ = b;  // the merges may have taken the last
   InsertFree(b);
   return true;
+}
+
+void ArenaAllocator::Grow(uint64_t capacity_units) {
+  assert(capacity_units > capacity_ && capacity_units <= kMaxCapacityUnits);
+  const uint64_t added = capacity_units - capacity_;
+  capacity_ = capacity_units;
+  if (blocks_[last_].state == BlockState::kFree) {
+    RemoveFree(last_);
+    blocks_[last_].size += added;
+    InsertFree(last_);
+    return;
+  }
+  const uint32_t b = NewBlock();  // may move blocks_
+  blocks_[b].offset = capacity_ - added;
+  blocks_[b].size = added;
+  blocks_[b].prev_phys = last_;
+  blocks_[last_].next_phys = b;
+  last_ = b;
+  InsertFree(b);
 }
 
 uint64_t ArenaAllocator::MemoryUsage() const {
@@ -234,6 +256,7 @@ std::string ArenaAllocator::CheckInvariants() const {
     expect_offset += blk.size;
   }
   if (expect_offset != capacity_) return "blocks do not cover the arena";
+  if (prev != last_) return "last_ is not the chain's last block";
   if (used != used_units_) return "used_units_ does not match the blocks";
   if (used_blocks != used_blocks_) return "used_blocks_ does not match the blocks";
   if (free_blocks != free_blocks_) return "free_blocks_ does not match the blocks";

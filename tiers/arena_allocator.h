@@ -48,6 +48,11 @@ class ArenaAllocator {
   // Returns false when `handle` is not an allocated block (a caller bug).
   bool Free(Handle handle);
 
+  // Extends the arena to capacity_units (the RAM tier reserves its pages as
+  // it fills): the new units become free, merged with a free last block.
+  // REQUIRES: capacity_units() < capacity_units <= kMaxCapacityUnits. O(1).
+  void Grow(uint64_t capacity_units);
+
   uint64_t BlockOffset(Handle handle) const { return blocks_[handle].offset; }
   uint64_t BlockUnits(Handle handle) const { return blocks_[handle].size; }
 
@@ -59,6 +64,10 @@ class ArenaAllocator {
   // Bookkeeping bytes held now (descriptors and their spare list).
   uint64_t MemoryUsage() const;
 
+  // The free units at the arena's end (the last block's, when it is free).
+  uint64_t FreeTailUnits() const {
+    return blocks_[last_].state == BlockState::kFree ? blocks_[last_].size : 0;
+  }
   // The largest free block, in units. O(free blocks in the largest
   // non-empty class); for stats, not for the insert path.
   uint64_t LargestFreeBlock() const;
@@ -95,6 +104,7 @@ class ArenaAllocator {
   void ReleaseBlock(uint32_t b);
 
   uint64_t capacity_;
+  uint32_t last_ = 0;  // the block that ends at capacity_
   uint64_t used_units_ = 0;
   uint64_t used_blocks_ = 0;
   uint64_t free_blocks_ = 0;
