@@ -136,6 +136,10 @@ Status RamTier::Create(const RamTierOptions& options, std::unique_ptr<RamTier>* 
   const uint64_t table_offset = RoundUp(slots_offset + kNumSlots * sizeof(StatsSlot), kPage);
   const uint64_t arena_offset = RoundUp(table_offset + options.num_items * sizeof(Entry), kPage);
   const uint64_t data_bytes = arena_offset + arena_bytes;
+  const uint64_t step = std::max(unit, RoundUp(std::max<uint64_t>(options.reserve_step_bytes, 1),
+                                               std::max(unit, kPage)));
+  const uint64_t first_step = std::min(arena_bytes, step);
+  so.reserve_data_bytes = arena_offset + first_step;
 
   std::unique_ptr<SharedSegment> segment;
   OPT4STORE_RETURN_IF_ERROR(SharedSegment::Create(so, data_bytes, &segment));
@@ -161,9 +165,25 @@ Status RamTier::Create(const RamTierOptions& options, std::unique_ptr<RamTier>* 
   h->magic.store(kRamMagic, std::memory_order_release);
 
   std::unique_ptr<RamTier> tier(new RamTier(std::move(segment)));
+  tier->reserved_bytes_ = options.reserve_memory ? first_step : arena_bytes;
+  tier->reserve_step_bytes_ = step;
   OPT4STORE_RETURN_IF_ERROR(tier->InitLayout(/*create=*/true));
   *out = std::move(tier);
   return Status::OK();
+}
+
+bool RamTier::ReserveStep() {
+  if (reserved_bytes_ >= arena_bytes_ || !reserve_error_.empty()) return false;
+  const uint64_t next = std::min(arena_bytes_, reserved_bytes_ + reserve_step_bytes_);
+  const Status s = segment_->Reserve(arena_offset_ + reserved_bytes_, next - reserved_bytes_);
+  if (!s.ok()) {
+    reserve_error_ = "the RAM tier holds " + FormatSize(reserved_bytes_) + " of its " +
+                     FormatSize(arena_bytes_) + ": " + s.message();
+    return false;
+  }
+  allocator_->Grow(next >> unit_shift_);
+  reserved_bytes_ = next;
+  return true;
 }
 
 Status RamTier::Attach(const std::string& name, std::unique_ptr<RamTier>* out) {
@@ -205,11 +225,12 @@ Status RamTier::InitLayout(bool create) {
   slots_ = reinterpret_cast<StatsSlot*>(d + h.slots_offset);
   table_ = reinterpret_cast<Entry*>(d + h.table_offset);
   arena_ = d + h.arena_offset;
+  arena_offset_ = h.arena_offset;
   owner_.pid = h.owner_pid;
   owner_.start_ticks = h.owner_start_ticks;
   if (create) {
     owner_local_pid_ = CurrentProcess().pid;
-    allocator_ = std::make_unique<ArenaAllocator>(arena_bytes_ >> unit_shift_);
+    allocator_ = std::make_unique<ArenaAllocator>(reserved_bytes_ >> unit_shift_);
     handles_.assign(num_items_, ArenaAllocator::kNoHandle);
     PublishGauges();
     header_->largest_free_block.store(arena_bytes_, std::memory_order_relaxed);
@@ -314,7 +335,15 @@ Status RamTier::BeginInsert(ItemId id, uint64_t meta_size, uint64_t payload_size
   const uint64_t units = total == 0 ? 1 : (total + (uint64_t{1} << unit_shift_) - 1) >> unit_shift_;
   uint64_t offset_units = 0;
   ArenaAllocator::Handle handle;
-  if (!allocator_->Allocate(units, &offset_units, &handle)) {
+  bool allocated = allocator_->Allocate(units, &offset_units, &handle);
+  while (!allocated && ReserveStep()) {
+    allocated = allocator_->Allocate(units, &offset_units, &handle);
+  }
+  if (!allocated) {
+    if (!reserve_error_.empty() && reserved_bytes_ < arena_bytes_) {
+      return Status::NoSpace("RAM tier: item " + std::to_string(id) + " does not fit: " +
+                             reserve_error_);
+    }
     return Status::NoSpace("RAM tier full: item " + std::to_string(id) + " needs " +
                            FormatSize(units << unit_shift_) + ", " +
                            FormatSize(allocator_->free_units() << unit_shift_) + " free in " +

@@ -63,9 +63,16 @@ struct RamTierOptions {
   // The segment is "/<name_prefix>.<owner pid>.<n>" in /dev/shm. Creation
   // removes objects with this prefix whose owner died.
   std::string name_prefix = "opt4store-ram";
-  // Reserve all pages at creation (posix_fallocate): no SIGBUS later when
-  // /dev/shm fills up, at the price of committing the memory now.
+  // Reserve the pages the tier writes (posix_fallocate), so that a /dev/shm
+  // that fills up later cannot SIGBUS a process: the header, the table and
+  // the arena's first reserve_step_bytes at creation, and the arena's next
+  // steps as inserts need them. So a tier holds only the /dev/shm memory
+  // its items need (creation still refuses an arena that /dev/shm cannot
+  // hold now), and opening a large one costs no time up front (tmpfs
+  // reserved 0.28 s a GiB here). A step /dev/shm cannot supply makes the
+  // inserts that need it fail with NoSpace (reserve_error() says why).
   bool reserve_memory = true;
+  uint64_t reserve_step_bytes = uint64_t{128} << 20;
   // Tests inject a small /dev/shm here; statvfs when empty.
   std::function<Status(const std::string& dir, uint64_t* free_bytes)> free_space_for_testing;
 };
@@ -153,6 +160,10 @@ class RamTier {
   const std::string& name() const;
   uint64_t num_items() const { return num_items_; }
   uint64_t capacity_bytes() const { return arena_bytes_; }
+  // Owner: the arena bytes reserved in /dev/shm so far (capacity_bytes()
+  // without reserve_memory), and why the last step failed ("" if none).
+  uint64_t reserved_bytes() const { return reserved_bytes_; }
+  const std::string& reserve_error() const { return reserve_error_; }
   // True in the process that created the tier (false in forked children).
   bool IsOwner() const;
 
@@ -271,6 +282,9 @@ class RamTier {
   // Stores a new state word for id and wakes waiters the old one had.
   void Publish(Entry* e, uint64_t word);
   void PublishGauges();
+  // Owner: reserves the arena's next step and grows the allocator over it;
+  // false when all is reserved or a step failed (reserve_error_).
+  bool ReserveStep();
 
   std::unique_ptr<SharedSegment> segment_;
   Header* header_ = nullptr;
@@ -279,6 +293,7 @@ class RamTier {
   char* arena_ = nullptr;
   uint64_t num_items_ = 0;
   uint64_t arena_bytes_ = 0;
+  uint64_t arena_offset_ = 0;  // in the segment's data
   uint32_t unit_shift_ = 6;
   shm::ProcessIdentity owner_;   // from the header
   int32_t owner_local_pid_ = 0;  // getpid() of the creator; 0 in Attach()ed handles
@@ -294,6 +309,9 @@ class RamTier {
   uint64_t items_resident_ = 0;
   uint64_t bytes_stored_ = 0;
   uint64_t bytes_used_peak_ = 0;
+  uint64_t reserved_bytes_ = 0;  // of the arena, from its start
+  uint64_t reserve_step_bytes_ = 0;
+  std::string reserve_error_;
 
   CopyHook copy_hook_ = nullptr;
   void* copy_hook_arg_ = nullptr;

@@ -201,7 +201,10 @@ RamTierStats RamTier::Stats() {
   }
   Header& h = *header_;
   if (IsOwner()) {
-    h.largest_free_block.store(allocator_->LargestFreeBlock() << unit_shift_,
+    // The arena not reserved yet continues the allocator's free tail.
+    const uint64_t tail = (allocator_->FreeTailUnits() << unit_shift_) +
+                          (arena_bytes_ - reserved_bytes_);
+    h.largest_free_block.store(std::max(allocator_->LargestFreeBlock() << unit_shift_, tail),
                                std::memory_order_relaxed);
     s.allocator_bytes = allocator_->MemoryUsage();
   }

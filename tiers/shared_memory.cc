@@ -331,7 +331,11 @@ Status SharedSegment::Create(const SharedSegmentOptions& options, uint64_t data_
     // tmpfs allocates pages on first touch; without this a store into a page
     // that /dev/shm can no longer supply raises SIGBUS in whichever process
     // touches it. fallocate makes the shortage an error here, now.
-    const int e = posix_fallocate(fd, 0, static_cast<off_t>(total));
+    const uint64_t reserved =
+        options.reserve_data_bytes >= total - kHeaderBytes
+            ? total
+            : RoundUp(kHeaderBytes + options.reserve_data_bytes, kPageBytes);
+    const int e = posix_fallocate(fd, 0, static_cast<off_t>(reserved));
     if (e == ENOSPC) {
       uint64_t now_free = 0;
       FreeSpace(options.shm_dir, &now_free).PermitUncheckedError();
@@ -357,6 +361,23 @@ Status SharedSegment::Create(const SharedSegmentOptions& options, uint64_t data_
   h->creator_start_ticks = me.start_ticks;
   h->magic.store(kSegmentMagic, std::memory_order_release);
   out->reset(new SharedSegment(name, static_cast<char*>(base), total, /*created=*/true));
+  return Status::OK();
+}
+
+Status SharedSegment::Reserve(uint64_t offset, uint64_t length) const {
+  if (length == 0) return Status::OK();
+  if (offset > data_bytes_ || length > data_bytes_ - offset) {
+    return Status::InvalidArgument("Reserve past the end of " + name_);
+  }
+  const int fd = shm_open(name_.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno("shm_open " + name_, errno);
+  const int e = posix_fallocate(fd, static_cast<off_t>(kHeaderBytes + offset),
+                                static_cast<off_t>(length));
+  close(fd);
+  if (e == ENOSPC) {
+    return Status::NoSpace("/dev/shm has no room for " + FormatSize(length) + " more of " + name_);
+  }
+  if (e != 0) return Status::FromErrno("posix_fallocate " + name_, e);
   return Status::OK();
 }
 

@@ -98,6 +98,11 @@ struct SharedSegmentOptions {
   // front (it is used anyway) and turns a later tmpfs-full SIGBUS into a
   // NoSpace at creation. Only tests turn it off.
   bool reserve = true;
+  // With reserve: how many bytes of the data, from its start, Create
+  // reserves; the creator reserves the rest with Reserve() as it comes to
+  // use them (the RAM tier's arena, as it fills). Create's free-space check
+  // still covers the whole size.
+  uint64_t reserve_data_bytes = UINT64_MAX;
   // Remove objects with this prefix whose creator is gone.
   bool remove_stale = true;
   // Where glibc's shm_open keeps its objects.
@@ -139,6 +144,11 @@ class SharedSegment {
   ~SharedSegment();
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;
+
+  // The creating process: reserves (posix_fallocate) data bytes
+  // [offset, offset + length), so that writes there cannot SIGBUS. NoSpace
+  // when /dev/shm cannot supply them now.
+  Status Reserve(uint64_t offset, uint64_t length) const;
 
   char* data() const { return data_; }
   uint64_t data_bytes() const { return data_bytes_; }

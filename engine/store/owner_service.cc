@@ -83,9 +83,9 @@ Status Store::Impl::InsertRamLocked(ItemId id, std::string_view meta, std::strin
   if (!s.ok()) {
     if (s.IsNoSpace()) {
       insert_failures_.fetch_add(1, std::memory_order_relaxed);
-      Warn(kWarnRamFull, "the RAM tier's arena had no room for an item (fragmentation, or "
-                         "staging= too small for the prefetched items); it is served by the "
-                         "other tiers");
+      Warn(kWarnRamFull, "the RAM tier had no room for an item (" + s.message() +
+                             "; fragmentation, staging= too small for the prefetched items, or "
+                             "a full /dev/shm); it is served by the other tiers");
     }
     return s;
   }

@@ -296,7 +296,9 @@ Status Store::Impl::CreateShared() {
   r.free_space_for_testing = options_.shm_free_space_for_testing;
   if (effective_.ram_items) {
     // A capacity in items: the arena is address space sized for the largest
-    // plausible items, committed page by page as items arrive.
+    // plausible items (at most half the free /dev/shm), reserved step by
+    // step as items arrive (tiers/ram_tier.h), in small steps: that bound
+    // is not memory the user asked for, so the open takes little of it.
     uint64_t free_bytes = 0;
     Status s = options_.shm_free_space_for_testing
                    ? options_.shm_free_space_for_testing("/dev/shm", &free_bytes)
@@ -306,7 +308,7 @@ Status Store::Impl::CreateShared() {
         SaturatingAdd(SaturatingMul(effective_.ram_items, uint64_t{8} << 20), effective_.staging);
     r.capacity_bytes = std::max<uint64_t>(uint64_t{1} << 20,
                                           std::min<uint64_t>(want, free_bytes / 2));
-    r.reserve_memory = false;
+    r.reserve_step_bytes = uint64_t{16} << 20;
   } else {
     r.capacity_bytes = capacity;  // staging is inside ram=
   }

@@ -192,3 +192,47 @@ def test_dev_shm_too_small_for_the_loaders_slots(tmp_path):
     assert lines[-2].startswith("NoSpaceError: no space: opt4store.DataLoader's batch slot"), lines
     assert "/dev/shm" in lines[-2] and "--shm-size" in lines[-2]
     assert lines[-1] == "wrong 0"
+
+
+CHILD_SHM_FILLED = r"""
+import sys
+import torch
+import opt4store
+from opt4store import NO_POSITION
+from o4s_testlib import fill_disk
+
+store = opt4store.Store(sys.argv[2], ram="300MiB", disk=0)
+store.bind(1200)
+fill_disk("/dev/shm")  # another program takes what is left of /dev/shm
+
+
+def value(i):
+    return torch.full((256 * 1024,), i % 251, dtype=torch.uint8)
+
+
+for i in range(1200):  # 300 MiB of values: past the RAM tier's first step
+    store.put(NO_POSITION, i, value(i))
+found = wrong = 0
+for i in range(1200):
+    v = store.get(NO_POSITION, i)
+    if v is not None:
+        found += 1
+        wrong += not torch.equal(v, value(i))
+print(found, store.stats()["ram_insert_failures"], wrong)
+store.close()
+"""
+
+
+def test_dev_shm_filled_after_the_open_costs_ram_hits_never_a_sigbus(tmp_path):
+    """The RAM tier reserves /dev/shm as it fills (tiers/ram_tier.h): 128
+    MiB at the open, then a step at a time. Another program that fills
+    /dev/shm after the open leaves the tier with what it reserved: the
+    inserts past it fail (counted, warned about once, naming /dev/shm), the
+    process lives (no SIGBUS), and every value it serves is right."""
+    proc = run_on_tmpfs("/dev/shm", "400m", CHILD_SHM_FILLED, tmp_path / "store")
+    assert proc.returncode == 0, f"child died ({proc.returncode}):\n{proc.stderr[-2000:]}"
+    found, failures, wrong = map(int, proc.stdout.split()[-3:])
+    assert wrong == 0
+    assert 400 <= found <= 600, found  # about 128 MiB of 256 KiB values
+    assert failures == 1200 - found
+    assert "/dev/shm has no room" in proc.stderr, proc.stderr[-2000:]

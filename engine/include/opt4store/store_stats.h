@@ -54,7 +54,8 @@
   X(planner, uint64_t, prefetch_bytes, kBytes, "bytes of those reads")                             \
   X(planner, uint64_t, planned_positions, kCount, "positions the policy has stepped")              \
   X(planner, uint64_t, policy_hits, kCount, "the policy's hits on them")                           \
-  X(planner, uint64_t, ram_insert_failures, kCount, "no room in the arena (fragmentation)")        \
+  X(planner, uint64_t, ram_insert_failures, kCount,                                                \
+    "no room in the arena (fragmentation, or a /dev/shm filled by another program)")               \
   X(planner, uint64_t, disk_put_errors, kCount, "writes the disk tier refused (full disk)")        \
   X(planner, uint64_t, abandoned_positions, kCount,                                                \
     "positions passed unread: skipped, or left behind")                                            \
