@@ -25,6 +25,25 @@ Taken Take(ArenaAllocator* a, uint64_t units) {
   return t;
 }
 
+// The random workloads' model: owner[u] is 1 where a live block sits.
+void Keep(const Taken& t, std::vector<Taken>* live, std::vector<uint8_t>* owner) {
+  for (uint64_t u = t.offset; u < t.offset + t.units; ++u) {
+    REQUIRE((*owner)[u] == 0);  // never overlaps a live block
+    (*owner)[u] = 1;
+  }
+  live->push_back(t);
+}
+
+void FreeRandom(ArenaAllocator* a, std::mt19937_64* rng, std::vector<Taken>* live,
+                std::vector<uint8_t>* owner) {
+  const size_t i = (*rng)() % live->size();
+  const Taken t = (*live)[i];
+  for (uint64_t u = t.offset; u < t.offset + t.units; ++u) (*owner)[u] = 0;
+  REQUIRE(a->Free(t.handle));
+  (*live)[i] = live->back();
+  live->pop_back();
+}
+
 TEST_CASE("ArenaAllocator: fills the arena exactly, then refuses", "[arena]") {
   ArenaAllocator a(1000);
   std::vector<Taken> taken;
@@ -114,11 +133,7 @@ TEST_CASE("ArenaAllocator: random workload matches a brute-force model", "[arena
       Taken t{0, units, 0};
       if (a.Allocate(units, &t.offset, &t.handle)) {
         REQUIRE(t.offset + units <= capacity);
-        for (uint64_t u = t.offset; u < t.offset + units; ++u) {
-          REQUIRE(owner[u] == 0);  // never overlaps a live block
-          owner[u] = 1;
-        }
-        live.push_back(t);
+        Keep(t, &live, &owner);
       } else {
         ++refused;
         // Refused: the model must have no free run of that length.
@@ -130,11 +145,7 @@ TEST_CASE("ArenaAllocator: random workload matches a brute-force model", "[arena
         if (longest >= units) ++refused_wrongly;
       }
     } else {
-      const size_t i = rng() % live.size();
-      for (uint64_t u = live[i].offset; u < live[i].offset + live[i].units; ++u) owner[u] = 0;
-      REQUIRE(a.Free(live[i].handle));
-      live[i] = live.back();
-      live.pop_back();
+      FreeRandom(&a, &rng, &live, &owner);
     }
     if (step % 5000 == 0) REQUIRE(a.CheckInvariants() == "");
   }
@@ -187,17 +198,9 @@ TEST_CASE("ArenaAllocator: a random workload while the arena grows keeps the inv
       Taken t{0, units, 0};
       if (!a.Allocate(units, &t.offset, &t.handle)) continue;
       REQUIRE(t.offset + units <= a.capacity_units());
-      for (uint64_t u = t.offset; u < t.offset + units; ++u) {
-        REQUIRE(owner[u] == 0);
-        owner[u] = 1;
-      }
-      live.push_back(t);
+      Keep(t, &live, &owner);
     } else {
-      const size_t i = rng() % live.size();
-      for (uint64_t u = live[i].offset; u < live[i].offset + live[i].units; ++u) owner[u] = 0;
-      REQUIRE(a.Free(live[i].handle));
-      live[i] = live.back();
-      live.pop_back();
+      FreeRandom(&a, &rng, &live, &owner);
     }
   }
   CHECK(a.capacity_units() == final_capacity);
