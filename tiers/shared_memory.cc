@@ -330,7 +330,8 @@ Status SharedSegment::Create(const SharedSegmentOptions& options, uint64_t data_
   if (options.reserve) {
     // tmpfs allocates pages on first touch; without this a store into a page
     // that /dev/shm can no longer supply raises SIGBUS in whichever process
-    // touches it. fallocate makes the shortage an error here, now.
+    // touches it. fallocate makes the shortage an error here, now, for the
+    // part reserved at creation; Reserve() does the same for the rest.
     const uint64_t reserved =
         options.reserve_data_bytes >= total - kHeaderBytes
             ? total
