@@ -129,15 +129,28 @@ def unshared_ddp_warning(sampler):
             "against 1.85 N with a store per rank)." % (local, local))
 
 
-def pid_alive(pid):
-    """Whether process `pid` exists (another user's counts as alive)."""
+def start_ticks(pid):
+    """When process `pid` started, in clock ticks since boot (/proc/<pid>/stat
+    field 22, as the engine's shm::ProcessIdentity has it), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])  # fields[0] is field 3, the state
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pid_alive(pid, started=None):
+    """Whether process `pid` exists (another user's counts as alive) and,
+    when `started` (start_ticks) is given, is the process that started then,
+    not a later one that got its pid."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return started is None or start_ticks(pid) in (None, started)
 
 
 def remove_orphan_handles(folder):
@@ -154,17 +167,18 @@ def remove_orphan_handles(folder):
             continue
         path = os.path.join(folder, name)
         if name.endswith(".tmp"):  # "<target>.<pid>.tmp"
-            pid = name.rsplit(".", 2)[-2]
+            pid, started = name.rsplit(".", 2)[-2], None
             pid = int(pid) if pid.isdigit() else None
         elif name.endswith(".handle"):
             try:
                 with open(path) as f:
-                    pid = json.load(f).get("pid")
+                    record = json.load(f)
+                pid, started = record.get("pid"), record.get("started")
             except (OSError, ValueError, AttributeError):
                 continue  # being written, or not ours to judge
         else:
             continue
-        if isinstance(pid, int) and pid > 0 and not pid_alive(pid):
+        if isinstance(pid, int) and pid > 0 and not pid_alive(pid, started):
             try:
                 os.remove(path)
             except OSError:
@@ -293,12 +307,14 @@ class LocalSharing:
         target = self.handle_file()
         remove_orphan_handles(os.path.dirname(target))
         old = self._read_file()
-        if old is not None and old["pid"] != os.getpid() and pid_alive(old["pid"]):
+        if old is not None and old["pid"] != os.getpid() and \
+                pid_alive(old["pid"], old.get("started")):
             # Another live owner publishes under this name: leave its record.
             raise BusyError(
                 f"opt4store: process {old['pid']} is alive and publishes another shared store "
                 f"as {target}; give this store another shared_name= (or path)") from error
-        record = {"pid": os.getpid(), "path": self.path, "handle": handle,
+        record = {"pid": os.getpid(), "started": start_ticks(os.getpid()), "path": self.path,
+                  "handle": handle,
                   "error": None if error is None else f"{type(error).__name__}: {error}"}
         temporary = f"{target}.{os.getpid()}.tmp"
         with open(temporary, "w") as f:
@@ -317,7 +333,7 @@ class LocalSharing:
         while True:
             record = self._read_file()
             # A record whose writer is dead is stale (a crashed earlier run).
-            if record is not None and pid_alive(record["pid"]):
+            if record is not None and pid_alive(record["pid"], record.get("started")):
                 if record.get("error"):
                     raise Error(f"opt4store: local rank 0 could not open the shared store: "
                                 f"{record['error']}")

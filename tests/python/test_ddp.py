@@ -26,6 +26,7 @@ import torch.utils.data
 
 import opt4store
 from o4s_testlib import CallCounter, UniformDataset, belady_hits, child_env, uniform_item
+from opt4store.distributed import start_ticks
 
 try:
     import torch.distributed as dist
@@ -271,7 +272,8 @@ def test_shared_store_ranks_must_be_contiguous(tmp_path):
 def test_an_owner_removes_the_handle_files_of_owners_that_are_gone(tmp_path):
     """An owner killed before its close leaves its handle file in /dev/shm;
     the next owner to publish removes those whose process is gone (and a
-    half-written one), and leaves a live owner's."""
+    half-written one, and one whose pid a later process got: its start
+    time differs), and leaves a live owner's."""
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     store = opt4store.Store(tmp_path / "store", ram_items=64, disk=0, shared="local",
@@ -279,10 +281,14 @@ def test_an_owner_removes_the_handle_files_of_owners_that_are_gone(tmp_path):
     folder = os.path.dirname(store._sharing.handle_file())
     prefix = os.path.join(folder, f"opt4store-{os.getuid()}-test-{os.getpid()}")
     files = {"gone": f"{prefix}-gone.handle", "half": f"{prefix}-half.handle.{gone.pid}.tmp",
-             "live": f"{prefix}-live.handle"}
+             "live": f"{prefix}-live.handle", "reused": f"{prefix}-reused.handle"}
+    started = start_ticks(os.getpid())
+    records = {"gone": {"pid": gone.pid}, "half": {"pid": gone.pid},
+               "live": {"pid": os.getpid(), "started": started},
+               "reused": {"pid": os.getpid(), "started": started + 1}}
     for what, path in files.items():
         with open(path, "w") as f:
-            json.dump({"pid": os.getpid() if what == "live" else gone.pid}, f)
+            json.dump(records[what], f)
     try:
         dataset = UniformDataset(64, 4)
         base = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=0)
@@ -290,6 +296,7 @@ def test_an_owner_removes_the_handle_files_of_owners_that_are_gone(tmp_path):
         assert store.is_owner
         assert not os.path.exists(files["gone"])
         assert not os.path.exists(files["half"])
+        assert not os.path.exists(files["reused"])
         assert os.path.exists(files["live"])
         with pytest.warns(RuntimeWarning, match="never attached"):
             store.close()
