@@ -17,7 +17,6 @@ import errno
 import glob
 import hashlib
 import os
-import tempfile
 import time
 import warnings
 
@@ -25,15 +24,10 @@ import numpy as np
 
 from ._cluster_plan import index_dtype, search
 from ._errors import IOError_, NoSpaceError
-from .distributed import pid_alive
+from .distributed import remove_files_of_gone, shared_folder
 
 # The readers' part of the host plan: file suffix -> what it holds.
 _READER_PLAN = ("own", "arrival_reads", "arrival_items", "arrival_homes", "arrival_epochs")
-
-
-def _folder():
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) \
-        else tempfile.gettempdir()
 
 
 def state_path(handle):
@@ -42,23 +36,18 @@ def state_path(handle):
     pid is in its name, for remove_orphans."""
     key = hashlib.sha1(handle.encode()).hexdigest()[:16]
     pid = handle.rsplit(".", 2)[-2] if handle.count(".") >= 2 else "0"
-    return os.path.join(_folder(), f"opt4store-{os.getuid()}-cluster-{pid}-{key}.state")
+    return os.path.join(shared_folder(), f"opt4store-{os.getuid()}-cluster-{pid}-{key}.state")
 
 
 def remove_orphans():
     """Removes the files of cluster hosts whose owner process is gone (a
     host killed before its close): the readers' plan can be large."""
     prefix = f"opt4store-{os.getuid()}-cluster-"
-    for name in os.listdir(_folder()):
-        if not name.startswith(prefix):
-            continue
+
+    def owner_of(name):
         pid = name[len(prefix):].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == 0 or pid_alive(int(pid)):
-            continue
-        try:
-            os.remove(os.path.join(_folder(), name))
-        except OSError:
-            pass
+        return (int(pid), None) if pid.isdigit() else None
+    remove_files_of_gone(shared_folder(), prefix, owner_of)
 
 
 def _reader_arrays(plan, epoch_length):

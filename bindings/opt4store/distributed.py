@@ -153,36 +153,54 @@ def pid_alive(pid, started=None):
     return started is None or start_ticks(pid) in (None, started)
 
 
-def remove_orphan_handles(folder):
-    """Removes the handle files (and half-written ones) of this user's owners
-    whose process is gone: an owner killed before its close leaves its file,
-    and the next owner under the same name would only overwrite that one."""
-    prefix = f"opt4store-{os.getuid()}-"
+def shared_folder():
+    """Where the handle files (and a cluster host's state files) live:
+    /dev/shm when it is writable, else the temp dir."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) \
+        else tempfile.gettempdir()
+
+
+def remove_files_of_gone(folder, prefix, owner_of):
+    """Removes the files in `folder` whose names start with `prefix` and
+    whose writer is gone (killed before its close): owner_of(name) gives the
+    writer as (pid, start_ticks or None), or None to leave the file alone."""
     try:
         names = os.listdir(folder)
     except OSError:
         return
     for name in names:
-        if not name.startswith(prefix):
+        owner = owner_of(name) if name.startswith(prefix) else None
+        if owner is None or not owner[0] > 0 or pid_alive(*owner):
             continue
-        path = os.path.join(folder, name)
+        try:
+            os.remove(os.path.join(folder, name))
+        except OSError:
+            pass
+
+
+def read_handle(path):
+    """The handle record at `path` (a dict with an int "pid"), or None."""
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
+        return None
+    return record
+
+
+def remove_orphan_handles(folder):
+    """Removes the handle files (and half-written ones) of this user's owners
+    whose process is gone: an owner killed before its close leaves its file,
+    and the next owner under the same name would only overwrite that one."""
+    def owner_of(name):
         if name.endswith(".tmp"):  # "<target>.<pid>.tmp"
-            pid, started = name.rsplit(".", 2)[-2], None
-            pid = int(pid) if pid.isdigit() else None
-        elif name.endswith(".handle"):
-            try:
-                with open(path) as f:
-                    record = json.load(f)
-                pid, started = record.get("pid"), record.get("started")
-            except (OSError, ValueError, AttributeError):
-                continue  # being written, or not ours to judge
-        else:
-            continue
-        if isinstance(pid, int) and pid > 0 and not pid_alive(pid, started):
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+            pid = name.rsplit(".", 2)[-2]
+            return (int(pid), None) if pid.isdigit() else None
+        record = read_handle(os.path.join(folder, name)) if name.endswith(".handle") else None
+        return None if record is None else (record["pid"], record.get("started"))
+    remove_files_of_gone(folder, f"opt4store-{os.getuid()}-", owner_of)
 
 
 class LocalSharing:
@@ -289,19 +307,10 @@ class LocalSharing:
         key = self.name if self.name else hashlib.sha1(
             os.path.realpath(self.path).encode()).hexdigest()[:16]
         key = re.sub(r"[^A-Za-z0-9_.-]", "_", key)[:100]
-        folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) \
-            else tempfile.gettempdir()
-        return os.path.join(folder, f"opt4store-{os.getuid()}-{key}.handle")
+        return os.path.join(shared_folder(), f"opt4store-{os.getuid()}-{key}.handle")
 
     def _read_file(self):
-        try:
-            with open(self.handle_file()) as f:
-                record = json.load(f)
-        except (OSError, ValueError):
-            return None
-        if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
-            return None
-        return record
+        return read_handle(self.handle_file())
 
     def _publish_file(self, handle, error):
         target = self.handle_file()
