@@ -18,6 +18,8 @@
 #include <rocksdb/env.h>
 #include <rocksdb/listener.h>
 
+#include "tiers/index_env.h"
+
 namespace opt4store {
 
 namespace {
@@ -150,6 +152,7 @@ Status DiskTier::Impl::OpenIndex(bool create) {
 
 rocksdb::Options DiskTier::Impl::IndexOptions() const {
   rocksdb::Options ro;
+  ro.env = IndexEnv();  // background jobs on this process's own threads
   // RocksDB's info LOG keeps warnings and errors only (a damaged index, a
   // full disk), at most 1 MiB a session (IndexInfoLog). No stats dump or persist
   // timer: Stats() holds the store's own counters, and the dump ran

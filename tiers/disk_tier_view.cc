@@ -14,6 +14,7 @@
 #include <map>
 
 #include "tiers/disk_format.h"
+#include "tiers/index_env.h"
 
 namespace opt4store {
 namespace {
@@ -56,6 +57,7 @@ Status DiskTierView::Open(const std::string& dir, std::unique_ptr<DiskTierView>*
   if (mkdtemp(scratch.data()) == nullptr) return Status::FromErrno("mkdtemp " + scratch, errno);
   std::unique_ptr<Impl> impl(new Impl(dir, scratch));
   rocksdb::Options ro;
+  ro.env = IndexEnv();
   ro.create_if_missing = false;
   ro.max_open_files = -1;  // what a secondary instance asks for
   ro.info_log = std::make_shared<DiscardLogger>();
