@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "disk_test_util.h"
+#include "fork_child.h"
 #include "opt4store/store.h"
 #include "test_util.h"
 #include "tiers/disk_format.h"
@@ -391,18 +392,42 @@ CliResult Cli(const TempDir& dir, const std::vector<std::string>& args) {
 }
 
 // A store made through the Store API, as `opt4store create` + import would.
-void MakeStore(const std::string& path) {
+StoreOptions MakeStoreOptions() {
   StoreOptions o;
   o.dataset_size = kItems;
   o.disk = uint64_t{640} << 10;  // segments of 80 KiB: several
   o.disk_only = true;
   o.direct_io = false;
+  return o;
+}
+
+void MakeStore(const std::string& path) {
   std::unique_ptr<Store> store;
-  REQUIRE(Store::Open(o, path, &store).ok());
+  REQUIRE(Store::Open(MakeStoreOptions(), path, &store).ok());
   for (ItemId id = 0; id < kItems; ++id) {
     REQUIRE(store->Put(kNoPosition, id, TestMeta(id), Payload(id)).ok());
   }
   REQUIRE(store->Close().ok());
+}
+
+// The same store, written by a process that dies without closing it: its
+// index writes are still in RocksDB's WAL (a clean Close flushes them into
+// a table).
+void MakeStoreAndDie(const std::string& path) {
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::unique_ptr<Store> store;
+    if (!Store::Open(MakeStoreOptions(), path, &store).ok()) _exit(2);
+    for (ItemId id = 0; id < kItems; ++id) {
+      if (!store->Put(kNoPosition, id, TestMeta(id), Payload(id)).ok()) _exit(3);
+    }
+    _exit(0);
+  }
+  const int status = opt4store_test::Reap(pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("CLI: verify fails on a deleted index/CURRENT and names repair; repair brings back every record",
@@ -439,7 +464,7 @@ TEST_CASE("CLI: an index that lost the manifest names repair with --dataset-size
           "[repair][cli][fault]") {
   TempDir dir;
   const std::string store = dir.File("store");
-  MakeStore(store);
+  MakeStoreAndDie(store);
   std::string first_log;
   for (const auto& e : std::filesystem::directory_iterator(store + "/index")) {
     const std::string name = e.path().string();

@@ -34,6 +34,8 @@
 // The implementation is split by job; disk_tier_impl.h maps it.
 #include "tiers/disk_tier.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
@@ -280,12 +282,38 @@ DiskTierStats DiskTier::Impl::GetStats() const {
   return st;
 }
 
+void DiskTier::Impl::FlushIndexForNextOpen() {
+  uint64_t memtable = 0;
+  if (index_stopped_.load(std::memory_order_acquire) != kRunning ||
+      !db_->GetIntProperty("rocksdb.cur-size-all-mem-tables", &memtable)) {
+    return;
+  }
+  uint64_t entries = 0;
+  if (db_->GetIntProperty("rocksdb.num-entries-active-mem-table", &entries) && entries == 0) {
+    return;
+  }
+  // A table about the memtable's size, a new MANIFEST record and WAL: a
+  // margin on top, so that a nearly full disk keeps its WAL instead.
+  struct statvfs fs;
+  if (statvfs(dir_.c_str(), &fs) != 0 ||
+      static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < 2 * memtable + (8u << 20)) {
+    return;
+  }
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  const rocksdb::Status rs = db_->Flush(fo);
+  // A failed flush leaves the WAL, which the next Open replays as before;
+  // the index stays as it was, so nothing more is wrong.
+  if (!rs.ok()) IndexWritten(rs, "flush index").PermitUncheckedError();
+}
+
 Status DiskTier::Impl::Close() {
   MutexLock wlock(&write_mu_);
   if (closed_.exchange(true)) return Status::OK();
   Status s;
   if (db_) {
     if (syncing()) s = SyncDirty();
+    if (s.ok()) FlushIndexForNextOpen();
     Status c = FromRocks(db_->Close(), "close index");
     if (s.ok()) s = c;
     db_.reset();

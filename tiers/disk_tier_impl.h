@@ -203,6 +203,11 @@ class DiskTier::Impl {
   void RollBack(uint16_t slot, uint64_t offset) REQUIRES(write_mu_);
   Status CompactSegment(uint16_t slot) REQUIRES(write_mu_);
   Status SyncDirty() REQUIRES(write_mu_);
+  // At Close: writes the index's memtable out as a table, so that the next
+  // Open has no WAL to replay and RocksDB can delete the old ones (with
+  // avoid_flush_during_recovery, every open leaves one more WAL otherwise).
+  // Skipped when the disk lacks room for it; best effort either way.
+  void FlushIndexForNextOpen() REQUIRES(write_mu_);
   void DropCorruptLocked(ItemId id, const DiskIndex::Location& loc) REQUIRES(write_mu_);
   void DropCorrupt(ItemId id, const DiskIndex::Location& loc) EXCLUDES(write_mu_, mu_);
   // The segment table changes only with both write_mu_ and mu_ held, so a
