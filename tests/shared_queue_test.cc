@@ -6,6 +6,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,9 +39,13 @@ std::string TestPrefix(const std::string& what) {
   return "o4s-qtest-" + what + "-" + std::to_string(getpid());
 }
 
-std::unique_ptr<SharedQueue> MakeQueue(uint64_t capacity, const std::string& what) {
+// reserve_step: as SharedQueueOptions; the default reserves the whole ring
+// at creation for the rings of most tests.
+std::unique_ptr<SharedQueue> MakeQueue(uint64_t capacity, const std::string& what,
+                                       uint64_t reserve_step = 4 * kMiB) {
   SharedQueueOptions o;
   o.capacity_bytes = capacity;
+  o.reserve_step_bytes = reserve_step;
   o.name_prefix = TestPrefix(what);
   std::unique_ptr<SharedQueue> q;
   Status s = SharedQueue::Create(o, &q);
@@ -78,6 +83,40 @@ bool CheckMessage(const QueueMessage& m, uint64_t max_body, uint64_t* producer, 
   std::string expect(size, '\0');
   FillPayload(*producer, *seq, &expect[0], size);
   return std::memcmp(m.data + 16, expect.data(), size) == 0;
+}
+
+// Random pushes (sizes up to the limit) and pops, each popped message
+// checked against a model; returns how many pushes found the ring full.
+uint64_t PushAndPopAgainstModel(SharedQueue* q, uint64_t seed, int steps) {
+  std::deque<std::pair<uint32_t, std::string>> model;
+  std::mt19937_64 rng(seed);
+  uint64_t busy = 0;
+  uint32_t tag;
+  std::string data;
+  for (int step = 0; step < steps; ++step) {
+    if (rng() % 2) {
+      const uint64_t size = rng() % 4 == 0 ? rng() % (q->max_message_bytes() + 1) : rng() % 3000;
+      std::string v(size, '\0');
+      FillPayload(step, 0, &v[0], size);
+      const uint32_t t = static_cast<uint32_t>(step);
+      Status ps = q->TryPush(t, v.data(), v.size());
+      if (ps.ok()) {
+        model.emplace_back(t, std::move(v));
+      } else {
+        REQUIRE(ps.IsBusy());
+        ++busy;
+      }
+    } else if (!model.empty()) {
+      REQUIRE(q->TryPop(&tag, &data).ok());
+      REQUIRE(tag == model.front().first);
+      REQUIRE(data == model.front().second);
+      model.pop_front();
+    } else {
+      QueueMessage m;
+      REQUIRE(q->Front(&m).IsNotFound());
+    }
+  }
+  return busy;
 }
 
 TEST_CASE("SharedQueue: messages come out in order, intact, with their tags", "[queue]") {
@@ -130,32 +169,7 @@ TEST_CASE("SharedQueue: a full ring says Busy at once; wrap-around keeps every b
   // meet the end of the ring and a padding record sends them to the start.
   while (q->TryPop(&tag, &data).ok()) {
   }
-  std::deque<std::pair<uint32_t, std::string>> model;
-  std::mt19937_64 rng(3);
-  uint64_t busy = 0;
-  for (int step = 0; step < 20000; ++step) {
-    if (rng() % 2) {
-      const uint64_t size = rng() % 4 == 0 ? rng() % (q->max_message_bytes() + 1) : rng() % 3000;
-      std::string v(size, '\0');
-      FillPayload(step, 0, &v[0], size);
-      const uint32_t t = static_cast<uint32_t>(step);
-      Status ps = q->TryPush(t, v.data(), v.size());
-      if (ps.ok()) {
-        model.emplace_back(t, std::move(v));
-      } else {
-        REQUIRE(ps.IsBusy());
-        ++busy;
-      }
-    } else if (!model.empty()) {
-      REQUIRE(q->TryPop(&tag, &data).ok());
-      REQUIRE(tag == model.front().first);
-      REQUIRE(data == model.front().second);
-      model.pop_front();
-    } else {
-      QueueMessage m;
-      REQUIRE(q->Front(&m).IsNotFound());
-    }
-  }
+  const uint64_t busy = PushAndPopAgainstModel(q.get(), 3, 20000);
   CHECK(busy > 0);
   // The largest message always fits into an empty ring, wherever the head is.
   while (q->TryPop(&tag, &data).ok()) {
@@ -171,9 +185,63 @@ TEST_CASE("SharedQueue: a full ring says Busy at once; wrap-around keeps every b
   }
 }
 
+// The bytes tmpfs has allocated to the queue's segment (reserved or written).
+uint64_t AllocatedBytes(const SharedQueue& q) {
+  struct stat st;
+  REQUIRE(stat(("/dev/shm" + q.name()).c_str(), &st) == 0);
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+TEST_CASE("SharedQueue: reserves /dev/shm a step at a time as the tail first needs it",
+          "[queue]") {
+  auto q = MakeQueue(8 * kMiB, "reserve", 1 * kMiB);
+  CHECK(q->Stats().reserved_bytes == 1 * kMiB);
+  CHECK(AllocatedBytes(*q) < 1 * kMiB + 16 * kKiB);  // the step and the headers' pages
+  uint32_t tag;
+  std::string data;
+  // 30 messages of 100 KiB: the tail nears 3 MiB, and the reserved part
+  // follows it in steps of 1 MiB.
+  std::vector<std::string> backlog;
+  for (int i = 0; i < 30; ++i) {
+    backlog.emplace_back(100 * kKiB, '\0');
+    FillPayload(i, 1, &backlog.back()[0], backlog.back().size());
+    REQUIRE(q->TryPush(2, backlog.back().data(), backlog.back().size()).ok());
+  }
+  CHECK(q->Stats().reserved_bytes == 3 * kMiB);
+  CHECK(AllocatedBytes(*q) >= 3 * kMiB);
+  CHECK(AllocatedBytes(*q) < 3 * kMiB + 16 * kKiB);
+  for (const std::string& want : backlog) {
+    REQUIRE(q->TryPop(&tag, &data).ok());
+    REQUIRE(data == want);
+  }
+  // A message larger than a step reserves as far as it needs in one go.
+  const std::string max(q->max_message_bytes(), 'm');
+  REQUIRE(q->TryPush(3, max.data(), max.size()).ok());
+  // Records of 64-byte header + payload, and one header past the last one.
+  const uint64_t end = 30 * (64 + 100 * kKiB) + 4 * kMiB + 64;
+  CHECK(q->Stats().reserved_bytes == (end + 4095) / 4096 * 4096);
+  REQUIRE(q->TryPop(&tag, &data).ok());
+  REQUIRE(data == max);
+  // 10 MiB of small messages: the tail's first lap reaches the ring's end.
+  for (int i = 0; i < 1000; ++i) {
+    REQUIRE(q->TryPush(1, max.data(), 10 * kKiB).ok());
+    REQUIRE(q->TryPop(&tag, &data).ok());
+  }
+  CHECK(q->Stats().reserved_bytes == q->capacity_bytes());
+  CHECK(AllocatedBytes(*q) < q->capacity_bytes() + 16 * kKiB);
+  CHECK(q->Stats().reserve_failures == 0);
+
+  // Random sizes and backlogs over a ring that grows in 64 KiB steps.
+  auto r = MakeQueue(1 * kMiB, "reserve-mix", 64 * kKiB);
+  CHECK(PushAndPopAgainstModel(r.get(), 5, 20000) > 0);
+  CHECK(r->Stats().reserved_bytes == r->capacity_bytes());
+  CHECK(r->Stats().reserve_failures == 0);
+}
+
 TEST_CASE("SharedQueue: producers in several processes deliver every message once, intact",
           "[queue][multiprocess]") {
-  auto q = MakeQueue(2 * kMiB, "multi");
+  // Steps of 256 KiB: the producers also grow the ring's reserved part.
+  auto q = MakeQueue(2 * kMiB, "multi", 256 * kKiB);
   const int kProducers = 4;
   const uint64_t kPerProducer = 1500, kMaxBody = 200 * kKiB;
   std::vector<pid_t> pids;
@@ -229,6 +297,7 @@ TEST_CASE("SharedQueue: producers in several processes deliver every message onc
   CHECK(received == kProducers * kPerProducer);
   CHECK(torn == 0);
   CHECK(out_of_order == 0);
+  CHECK(q->Stats().reserve_failures == 0);
   for (int p = 0; p < kProducers; ++p) CHECK(next[p] == kPerProducer);
   QueueMessage m;
   CHECK(q->Front(&m).IsNotFound());

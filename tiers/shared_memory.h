@@ -145,9 +145,9 @@ class SharedSegment {
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;
 
-  // The creating process: reserves (posix_fallocate) data bytes
-  // [offset, offset + length), so that writes there cannot SIGBUS. NoSpace
-  // when /dev/shm cannot supply them now.
+  // Reserves (posix_fallocate) data bytes [offset, offset + length), so
+  // that writes there cannot SIGBUS. Any process that maps the object may:
+  // it is opened by name. NoSpace when /dev/shm cannot supply them now.
   Status Reserve(uint64_t offset, uint64_t length) const;
 
   char* data() const { return data_; }

@@ -26,6 +26,11 @@
 //     skips a reserved record only if that process is dead (or a zombie)
 //     and the record is still reserved after the death was seen; a dead
 //     process writes nothing more, so skipped space can be reused.
+// I6. No byte of the ring at or past `reserved` is written. Every push
+//     keeps its record's end plus one record header within it (or reserved
+//     is the whole ring), so the padding header a later push may write at
+//     the tail is reserved too. `reserved` only grows, under the mutex, as
+//     far as records reach (the tail's first lap: about the whole ring).
 // I5. The consumer sleeps on `commits` (futex) only after announcing itself
 //     in consumer_waiting; a producer bumps commits before it checks
 //     consumer_waiting (both seq_cst), so a wake-up cannot be lost.
@@ -55,7 +60,7 @@ using shm::UnpackProcess;
 namespace {
 
 constexpr uint64_t kQueueMagic = 0x31515545'55515F4FULL;  // "O_QUEUQ1"
-constexpr uint32_t kQueueVersion = 1;
+constexpr uint32_t kQueueVersion = 2;
 constexpr uint64_t kHeaderRegion = 4096;
 constexpr uint64_t kRecordAlign = 64;
 constexpr uint64_t kRecordHeaderBytes = 64;
@@ -86,6 +91,7 @@ struct SharedQueue::Header {
   int32_t consumer_pid;
   uint32_t reserved1;
   uint64_t consumer_start_ticks;
+  uint64_t reserve_step;  // I6's least step (the whole ring: reserved at creation)
   // Guards tail and the record headers being reserved (robust, pshared).
   alignas(64) RobustMutex mutex;
   alignas(128) std::atomic<uint64_t> tail;
@@ -98,6 +104,9 @@ struct SharedQueue::Header {
   std::atomic<uint64_t> lock_recoveries;
   alignas(128) std::atomic<uint64_t> pops;
   std::atomic<uint64_t> dead_skipped;
+  // Ring bytes reserved from its start (I6); written under the mutex.
+  alignas(128) std::atomic<uint64_t> reserved;
+  std::atomic<uint64_t> reserve_failures;
 };
 
 struct SharedQueue::RecordHeader {
@@ -121,11 +130,16 @@ Status SharedQueue::Create(const SharedQueueOptions& options, std::unique_ptr<Sh
                                    std::to_string(options.capacity_bytes));
   }
   const uint64_t capacity = RoundUp(options.capacity_bytes, 4096);
+  const uint64_t first_step =
+      options.reserve_memory
+          ? std::min(capacity, RoundUp(std::max<uint64_t>(options.reserve_step_bytes, 1), 4096))
+          : capacity;
   SharedSegmentOptions so;
   so.prefix = options.name_prefix;
   so.what = "shared queue";
   so.remedy = "lower the queue capacity";
   so.reserve = options.reserve_memory;
+  so.reserve_data_bytes = kHeaderRegion + first_step;
   so.free_space = options.free_space_for_testing;
   std::unique_ptr<SharedSegment> segment;
   OPT4STORE_RETURN_IF_ERROR(SharedSegment::Create(so, kHeaderRegion + capacity, &segment));
@@ -137,6 +151,8 @@ Status SharedQueue::Create(const SharedQueueOptions& options, std::unique_ptr<Sh
   const ProcessIdentity me = CurrentProcess();
   h->consumer_pid = me.pid;
   h->consumer_start_ticks = me.start_ticks;
+  h->reserve_step = first_step;
+  h->reserved.store(first_step, std::memory_order_relaxed);
   pthread_mutexattr_t attr;
   pthread_mutexattr_init(&attr);
   int rc = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
@@ -169,7 +185,8 @@ Status SharedQueue::InitLayout() {
     return Status::Corruption(segment_->name() + ": not an opt4store shared queue");
   }
   if (h.capacity % 4096 != 0 || h.capacity > segment_->data_bytes() - kHeaderRegion ||
-      h.max_message != h.capacity / 2 - kRecordHeaderBytes) {
+      h.max_message != h.capacity / 2 - kRecordHeaderBytes || h.reserve_step == 0 ||
+      h.reserve_step > h.capacity) {
     return Status::Corruption(segment_->name() + ": queue header does not fit its segment");
   }
   capacity_ = h.capacity;
@@ -203,6 +220,24 @@ bool SharedQueue::Lock(Status* error) {
 
 void SharedQueue::Unlock() { pthread_mutex_unlock(&mutex_->native); }
 
+Status SharedQueue::ReserveThrough(uint64_t end) {
+  Header& h = *header_;
+  const uint64_t reserved = h.reserved.load(std::memory_order_relaxed);
+  const uint64_t want =
+      std::min(capacity_, std::max(RoundUp(end, 4096), reserved + h.reserve_step));
+  // Any producer may reserve: the segment is opened by name, not through
+  // the creator's descriptor.
+  const Status s = segment_->Reserve(kHeaderRegion + reserved, want - reserved);
+  if (!s.ok()) {
+    h.reserve_failures.fetch_add(1, std::memory_order_relaxed);
+    return Status::NoSpace("SharedQueue::TryPush: the queue holds " + FormatSize(reserved) +
+                           " of its " + FormatSize(capacity_) + " and cannot grow: " +
+                           s.ToString());
+  }
+  h.reserved.store(want, std::memory_order_relaxed);
+  return Status::OK();
+}
+
 // ---------------------------------------------------------------- producers
 
 Status SharedQueue::TryPush(uint32_t tag, const void* data, uint64_t size) {
@@ -229,7 +264,8 @@ Status SharedQueue::TryPushv(uint32_t tag, const struct iovec* parts, int num_pa
   if (!Lock(&lock_error)) return lock_error;
   const uint64_t tail = h.tail.load(std::memory_order_relaxed);
   const uint64_t head = h.head.load(std::memory_order_acquire);  // I3
-  const uint64_t to_end = capacity_ - tail % capacity_;
+  const uint64_t offset = tail % capacity_;
+  const uint64_t to_end = capacity_ - offset;
   const uint64_t padding = record > to_end ? to_end : 0;
   if (tail + padding + record - head > capacity_) {
     Unlock();
@@ -238,6 +274,16 @@ Status SharedQueue::TryPushv(uint32_t tag, const struct iovec* parts, int num_pa
       return Status::IOError("SharedQueue::TryPush: the queue is full and its consumer is gone");
     }
     return Status::Busy("SharedQueue::TryPush: queue full");
+  }
+  // I6: the record, and the padding header a later push may write after it.
+  const uint64_t written_end = (padding > 0 ? 0 : offset) + record + kRecordHeaderBytes;
+  const uint64_t reserved = h.reserved.load(std::memory_order_relaxed);
+  if (reserved < capacity_ && reserved < written_end) {
+    const Status grown = ReserveThrough(written_end);
+    if (!grown.ok()) {
+      Unlock();
+      return grown;
+    }
   }
   uint64_t position = tail;
   if (padding > 0) {
@@ -390,6 +436,8 @@ SharedQueueStats SharedQueue::Stats() const {
   const uint64_t head = h.head.load(std::memory_order_acquire);  // first: tail >= head then
   s.used_bytes = h.tail.load(std::memory_order_acquire) - head;
   s.capacity_bytes = capacity_;
+  s.reserved_bytes = h.reserved.load(std::memory_order_relaxed);
+  s.reserve_failures = h.reserve_failures.load(std::memory_order_relaxed);
   return s;
 }
 

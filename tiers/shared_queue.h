@@ -18,6 +18,14 @@
 //   - A full ring: TryPush returns Busy at once and never waits for space
 //     (a cache may drop a put). A message over max_message_bytes() is
 //     InvalidArgument.
+//   - /dev/shm: the ring's pages are reserved (posix_fallocate) from its
+//     start, one step at a time, by the producer whose record first needs
+//     them, under the mutex; the tail's first lap reserves about the whole
+//     ring.
+//     A store whose workers put nothing (a restart that finds every item
+//     cached) reserves only the first step. A step that /dev/shm cannot
+//     supply is NoSpace for that push; no page is ever written unreserved
+//     (a tmpfs-full write would SIGBUS).
 //   - A producer killed while holding the mutex: the next locker gets
 //     EOWNERDEAD and marks the mutex consistent; the only shared change made
 //     under the mutex is one store of the tail, so the ring is consistent
@@ -58,6 +66,9 @@ struct SharedQueueOptions {
   std::string name_prefix = "opt4store-queue";
   // As RamTierOptions::reserve_memory.
   bool reserve_memory = true;
+  // With reserve_memory: ring bytes reserved at creation, and the least a
+  // later step adds. Creation still checks that /dev/shm can hold them all.
+  uint64_t reserve_step_bytes = 4ull << 20;
   // Tests inject a small /dev/shm here; statvfs when empty.
   std::function<Status(const std::string& dir, uint64_t* free_bytes)> free_space_for_testing;
 };
@@ -79,6 +90,8 @@ struct SharedQueueStats {
   uint64_t lock_recoveries = 0;  // EOWNERDEAD: a lock holder died
   uint64_t used_bytes = 0;       // ring bytes between head and tail now
   uint64_t capacity_bytes = 0;
+  uint64_t reserved_bytes = 0;    // ring bytes reserved in /dev/shm, from its start
+  uint64_t reserve_failures = 0;  // pushes refused: /dev/shm had no room for a step
 };
 
 // The queue; see the top of this file for the protocol and failure model.
@@ -106,6 +119,7 @@ class SharedQueue {
   // ---- producers (any thread, any process)
 
   // Appends one message. Returns OK, Busy when the ring has no room now,
+  // NoSpace when /dev/shm has none for the ring's next reserved step,
   // InvalidArgument when size > max_message_bytes(), IOError when the ring
   // is full and its consumer process is gone, or the mutex is unusable.
   // Never waits for space.
@@ -183,6 +197,9 @@ class SharedQueue {
   // Exempt: the analysis cannot see pthread_mutex_unlock release mutex_.
   void Unlock() RELEASE(mutex_) NO_THREAD_SAFETY_ANALYSIS;
   RecordHeader* RecordAt(uint64_t position) const;
+  // Reserves the ring's bytes [0, end) in /dev/shm, a step or more past
+  // what is reserved. REQUIRES: the mutex (the reserved mark is its).
+  Status ReserveThrough(uint64_t end) REQUIRES(mutex_);
   void Hook(PushStage stage) {
     if (push_hook_ != nullptr) push_hook_(push_hook_arg_, stage);
   }

@@ -484,7 +484,7 @@ Status Store::Impl::Put(uint64_t position, ItemId id, std::string_view meta,
   Status s = queue_->TryPushv(kMsgPut, parts, 3);
   if (s.ok()) return s;
   ctl_->counters().puts_dropped.fetch_add(1, std::memory_order_relaxed);
-  if (s.IsBusy() || s.IsInvalidArgument()) {
+  if (s.IsBusy() || s.IsInvalidArgument() || s.IsNoSpace()) {
     Warn(kWarnQueueFull, "a worker's Put was dropped (" + s.ToString() +
                              "); the value will be loaded again when next needed");
     return Status::OK();

@@ -236,3 +236,57 @@ def test_dev_shm_filled_after_the_open_costs_ram_hits_never_a_sigbus(tmp_path):
     assert 400 <= found <= 600, found  # about 128 MiB of 256 KiB values
     assert failures == 1200 - found
     assert "/dev/shm has no room" in proc.stderr, proc.stderr[-2000:]
+
+
+CHILD_QUEUE_FILLED = r"""
+import os
+import sys
+import torch
+import opt4store
+from opt4store import NO_POSITION
+from o4s_testlib import fill_disk
+
+store = opt4store.Store(sys.argv[2], ram="64MiB", disk=0)
+store.bind(8)
+fill_disk("/dev/shm")  # another program takes what is left of /dev/shm
+
+
+def value(i):
+    return torch.full((6 << 20,), i, dtype=torch.uint8)
+
+
+pid = os.fork()
+if pid == 0:  # a worker: a 6 MiB put needs more of the queue than its first step
+    code = 1
+    try:
+        for i in range(4):
+            store.put(NO_POSITION, i, value(i))
+        code = 0
+    finally:
+        os._exit(code)
+_, status = os.waitpid(pid, 0)
+for i in range(4, 8):  # the owner's own puts go to its RAM tier, reserved at the open
+    store.put(NO_POSITION, i, value(i))
+found = wrong = 0
+for i in range(8):
+    v = store.get(NO_POSITION, i)
+    if v is not None:
+        found += 1
+        wrong += not torch.equal(v, value(i))
+print(os.WEXITSTATUS(status), found, store.stats()["puts_dropped"], wrong)
+store.close()
+"""
+
+
+def test_dev_shm_filled_after_the_open_drops_a_workers_puts_never_a_sigbus(tmp_path):
+    """The workers' queue to the owner (tiers/shared_queue.h) reserves
+    /dev/shm a step at a time as puts first need it. When another program
+    has filled /dev/shm, a worker's put that needs the next step is dropped
+    (counted in puts_dropped, warned about, naming /dev/shm): the worker
+    lives (no SIGBUS), and the value is loaded again when next needed."""
+    proc = run_on_tmpfs("/dev/shm", "200m", CHILD_QUEUE_FILLED, tmp_path / "store")
+    assert proc.returncode == 0, f"child died ({proc.returncode}):\n{proc.stderr[-2000:]}"
+    worker_exit, found, dropped, wrong = map(int, proc.stdout.split()[-4:])
+    assert (worker_exit, found, dropped, wrong) == (0, 4, 4, 0)
+    assert "cannot grow" in proc.stderr and "/dev/shm has no room" in proc.stderr, \
+        proc.stderr[-2000:]
