@@ -112,6 +112,18 @@ TEST_CASE("disk index: 24 bytes per item when sized for the dataset", "[disk_ind
   DiskIndex grown;
   for (ItemId id = 0; id < 100000; ++id) grown.Put(id, Loc{1, id, 1}, nullptr);
   CHECK(grown.MemoryBytes() <= 100000 * 24 * 5 / 4 + 1024);
+  // Sized afterwards (a store's tier recovers before it knows the dataset's
+  // size): the slack goes, and every entry stays.
+  for (const ItemId n : {100000u, 100050u}) {
+    grown.Reserve(n);
+    CHECK(grown.MemoryBytes() == n * 24);
+  }
+  CHECK(grown.size() == 100000);
+  Loc loc;
+  REQUIRE(grown.Lookup(99999, &loc));
+  CHECK(loc.offset == 99999);
+  grown.Reserve(10);  // below the ids it holds: nothing changes
+  CHECK(grown.MemoryBytes() == 100050 * 24);
 }
 
 }  // namespace opt4store

@@ -502,6 +502,53 @@ TEST_CASE("disk tier: a failed sync in kEveryPut mode fails the put only", "[dis
   for (ItemId id = 0; id < 10; ++id) ExpectValue(tier.get(), id);
 }
 
+// The store opens its tier with a provisional budget, reads its manifest,
+// then reconfigures the tier with the manifest's settings.
+TEST_CASE("disk tier: Reconfigure takes the budget, compression and sync of a reopen",
+          "[disk][budget]") {
+  TempDir dir;
+  FaultInjectionEnv env;
+  DiskTierOptions o;
+  o.budget_bytes = uint64_t{1} << 40;  // the store's provisional budget
+  o.compression = DiskTierOptions::Compression::kNone;
+  o.env = &env;
+  auto tier = OpenOrDie(o, dir.path());
+  env.Inject(Fault::SyncError(EIO).Times(1));
+  REQUIRE(tier->Put(1000, "m", "p").ok());  // kOnFlush: no sync per put
+  DiskTierOptions real = o;
+  real.budget_bytes = 512 << 10;
+  real.compression = DiskTierOptions::Compression::kAuto;
+  real.sync = DiskTierOptions::SyncMode::kEveryPut;
+  real.segment_bytes = 1;  // not taken: Reconfigure reads the four settings only
+  CHECK(tier->Reconfigure(DiskTierOptions()).IsInvalidArgument());  // budget 0
+  REQUIRE(tier->Reconfigure(real).ok());
+  CHECK(tier->Put(1001, "m", "p").IsIOError());  // kEveryPut syncs, and meets the fault
+  const DiskTierStats st = tier->GetStats();
+  CHECK(st.budget_bytes == 512 << 10);
+  CHECK(st.segment_bytes == 64 << 10);  // budget / 8, as an open with it
+  // Compressible puts are compressed now.
+  const std::string payload(10000, 'x');
+  uint64_t evicted_total = 0;
+  for (ItemId id = 0; id < 200; ++id) {
+    std::vector<ItemId> evicted;
+    REQUIRE(tier->Put(id, "", payload, &evicted).ok());
+    evicted_total += evicted.size();
+    REQUIRE(tier->GetStats().file_bytes <= real.budget_bytes);
+  }
+  CHECK(evicted_total == 0);  // 200 compressed records fit
+  CHECK(tier->GetStats().compressed_records == 200);
+  // Noise does not compress: 60 records of 10 KB cross the new budget.
+  for (ItemId id = 200; id < 260; ++id) {
+    std::vector<ItemId> evicted;
+    REQUIRE(tier->Put(id, "", opt4store_test::NoiseBytes(10000, id), &evicted).ok());
+    evicted_total += evicted.size();
+    REQUIRE(tier->GetStats().file_bytes <= real.budget_bytes);
+  }
+  CHECK(evicted_total > 0);
+  REQUIRE(tier->Close().ok());
+  CHECK(tier->Reconfigure(real).IsIOError());  // closed
+}
+
 TEST_CASE("disk tier: over budget, never-read-again goes first, then the furthest", "[disk][budget]") {
   TempDir dir;
   DiskTierOptions o;

@@ -11,8 +11,17 @@ uint64_t DiskIndex::KeyOf(uint64_t next_use) {
 }
 
 void DiskIndex::Reserve(size_t n) {
-  if (n > entries_.size()) entries_.resize(n);
-  heap_.reserve(n);
+  // Exactly n: tables that grew before n was known (a store's disk tier
+  // recovers before it has read the dataset's size: DiskTier::Reconfigure)
+  // give their slack back, one copy each.
+  if (n >= entries_.size()) {
+    entries_.resize(n);
+    entries_.shrink_to_fit();
+  }
+  if (n >= heap_.size()) {
+    if (heap_.capacity() > n) heap_.shrink_to_fit();
+    heap_.reserve(n);
+  }
 }
 
 DiskIndex::Entry& DiskIndex::Grow(ItemId id) {

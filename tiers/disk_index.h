@@ -45,7 +45,8 @@ class DiskIndex {
   DiskIndex& operator=(const DiskIndex&) = delete;
 
   // Sizes the tables for ids below n (the dataset's size), so that they
-  // never grow: exactly 24 bytes per id once all are stored.
+  // never grow: exactly 24 bytes per id once all are stored, whether or not
+  // they held entries before. Tables that hold ids past n stay as they are.
   void Reserve(size_t n);
 
   size_t size() const { return heap_.size(); }

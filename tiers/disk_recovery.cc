@@ -78,6 +78,35 @@ class IndexInfoLog : public rocksdb::Logger {
 
 }  // namespace
 
+Status DiskTier::Impl::SegmentBytesFor(uint64_t budget, uint64_t* segment_bytes) const {
+  // One segment of the budget is the compaction reserve: at most 1/8. The
+  // slot table holds 65535 segments, so a huge budget gets larger segments.
+  uint64_t bytes = std::min({options_.segment_bytes, budget / 8, kMaxSegmentBytes});
+  bytes = std::max(bytes, budget / 60000);
+  if (budget == 0 || bytes < kMinSegmentBytes) {
+    return Status::InvalidArgument("budget_bytes must be at least 32 KiB and segment_bytes 4 KiB");
+  }
+  *segment_bytes = bytes;
+  return Status::OK();
+}
+
+Status DiskTier::Impl::Reconfigure(const DiskTierOptions& options) {
+  MutexLock wlock(&write_mu_);
+  MutexLock lock(&mu_);
+  if (closed_) return Status::IOError("disk tier is closed");
+  uint64_t segment_bytes = 0;
+  OPT4STORE_RETURN_IF_ERROR(SegmentBytesFor(options.budget_bytes, &segment_bytes));
+  options_.budget_bytes = options.budget_bytes;
+  options_.compression = options.compression;
+  options_.sync = options.sync;
+  options_.expected_ids = options.expected_ids;
+  // The active segment may now be over the new segment size: the next Put
+  // rolls over (EnsureActiveFits), as after an open with these options.
+  segment_bytes_ = segment_bytes;
+  index_.Reserve(std::min<size_t>(options_.expected_ids, size_t{kMaxItemId} + 1));
+  return Status::OK();
+}
+
 Status DiskTier::Impl::Open() {
   if (options_.budget_bytes == 0) return Status::InvalidArgument("budget_bytes must be > 0");
   if (options_.queue_depth == 0 || options_.queue_depth > 4096) {
@@ -89,13 +118,7 @@ Status DiskTier::Impl::Open() {
   if (!(options_.max_dead_fraction >= 0 && options_.max_dead_fraction < 1)) {
     return Status::InvalidArgument("max_dead_fraction must be in [0, 1)");
   }
-  // One segment of the budget is the compaction reserve: at most 1/8. The
-  // slot table holds 65535 segments, so a huge budget gets larger segments.
-  segment_bytes_ = std::min({options_.segment_bytes, options_.budget_bytes / 8, kMaxSegmentBytes});
-  segment_bytes_ = std::max(segment_bytes_, options_.budget_bytes / 60000);
-  if (segment_bytes_ < kMinSegmentBytes) {
-    return Status::InvalidArgument("budget_bytes must be at least 32 KiB and segment_bytes 4 KiB");
-  }
+  OPT4STORE_RETURN_IF_ERROR(SegmentBytesFor(options_.budget_bytes, &segment_bytes_));
 
   OPT4STORE_RETURN_IF_ERROR(env_->CreateDirIfMissing(dir_));
   OPT4STORE_RETURN_IF_ERROR(env_->LockFile(dir_ + "/LOCK", &lock_));
@@ -162,6 +185,9 @@ rocksdb::Options DiskTier::Impl::IndexOptions() const {
   ro.stats_dump_period_sec = 0;
   ro.stats_persist_period_sec = 0;
   ro.max_background_jobs = 2;
+  // The index is a few small tables: one thread opens them, where the
+  // default starts 16 at every open.
+  ro.max_file_opening_threads = 1;
   ro.write_buffer_size = 16 << 20;
   ro.compression = rocksdb::kNoCompression;  // 37-byte values; not worth it
   // A full disk (see the reserve): recovery replays the WAL into the

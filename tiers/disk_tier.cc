@@ -400,6 +400,9 @@ Status DiskTier::Locate(ItemId id, DiskRecordPlace* place) const {
   return impl_->Locate(id, place);
 }
 const std::string& DiskTier::segments_dir() const { return impl_->segments_dir(); }
+Status DiskTier::Reconfigure(const DiskTierOptions& options) {
+  return impl_->Reconfigure(options);
+}
 Status DiskTier::Close() { return impl_->Close(); }
 
 }  // namespace opt4store

@@ -345,6 +345,15 @@ class DiskTier {
   // The segment files, oldest first.
   std::vector<DiskSegmentInfo> Segments() const;
 
+  // Takes budget_bytes, compression, sync and expected_ids from options on
+  // a tier just opened, instead of a close and an open with them: the
+  // store opens its tier with a provisional budget to read its manifest,
+  // which holds the real settings. Other fields are not read. Checks the
+  // budget as Open does.
+  // REQUIRES: no other call on this tier has begun.
+  // Returns: OK, InvalidArgument.
+  Status Reconfigure(const DiskTierOptions& options);
+
   // Flushes (per SyncMode), closes the index and releases the lock. Later
   // calls return IOError. Also done by the destructor.
   // REQUIRES: no other call on this tier is in progress.

@@ -67,6 +67,7 @@ class DiskTier::Impl {
   ~Impl();
 
   Status Open();
+  Status Reconfigure(const DiskTierOptions& options);
   Status Repair(DiskRepairReport* report);
   // Repair's writes, once the segments were scanned and the space checked:
   // the old index salvaged, then replaced by `newest` and the watermarks.
@@ -164,6 +165,9 @@ class DiskTier::Impl {
   // much as fits (best effort: without it the store still works, but a
   // later open on a full disk may fail).
   Status ReleaseReserve(uint64_t* released);
+  // The segment size a budget gets (options_.segment_bytes, capped by the
+  // budget); InvalidArgument for a budget too small.
+  Status SegmentBytesFor(uint64_t budget, uint64_t* segment_bytes) const;
   void MakeReserve(uint64_t bytes);
   // Before RocksDB touches the index: whether it may create one (a new
   // store), or Corruption when the index is gone but records are not.
@@ -220,7 +224,9 @@ class DiskTier::Impl {
   // when configured; the caller sets its size and slot.
   Status OpenSegment(uint32_t number, std::unique_ptr<Segment>* segment);
 
-  const DiskTierOptions options_;
+  // Read without a lock: written only at construction and by Reconfigure,
+  // which comes before any other call.
+  DiskTierOptions options_;
   Env* const env_;
   const std::string dir_;
   const std::string segment_dir_;

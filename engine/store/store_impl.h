@@ -107,7 +107,9 @@ class Store::Impl : private ResidencyTiers {
   Status ReadManifest(bool* exists);
   Status ResolveOptions(const StoreOptions& options, bool exists);
   Status ResolveFingerprint(const StoreOptions& options, bool exists, StoreSettings* merged);
-  Status OpenDisk(uint64_t budget);
+  // The disk tier's options: the budget given, the other settings as
+  // resolved so far (effective_).
+  DiskTierOptions DiskOptions(uint64_t budget) const;
   Status WriteManifest();
   // A file plan's file is copied into the store. *stored: the plan as this
   // store reads it from now on; *saved: as the manifest keeps it (the

@@ -108,7 +108,7 @@ Status Store::Impl::ReadManifest(bool* exists) {
   return Status::OK();
 }
 
-Status Store::Impl::OpenDisk(uint64_t budget) {
+DiskTierOptions Store::Impl::DiskOptions(uint64_t budget) const {
   DiskTierOptions d;
   d.budget_bytes = budget;
   d.compression = ToDisk(effective_.compression);
@@ -119,7 +119,7 @@ Status Store::Impl::OpenDisk(uint64_t budget) {
   if (dataset_size_ > 0 && dataset_size_ <= kMaxItemId + 1) {
     d.expected_ids = static_cast<uint32_t>(dataset_size_);
   }
-  return DiskTier::Open(d, path_, &disk_);
+  return d;
 }
 
 // Merges the caller's options with the manifest's; checks what is fixed.
@@ -401,8 +401,8 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
       if (ec) return Status::IOError("cannot create " + path + ": " + ec.message());
     }
     // The budget comes from the manifest when not given: read it first.
-    OPT4STORE_RETURN_IF_ERROR(
-        OpenDisk(options.disk ? *options.disk : kProvisionalDiskBudget));
+    OPT4STORE_RETURN_IF_ERROR(DiskTier::Open(
+        DiskOptions(options.disk ? *options.disk : kProvisionalDiskBudget), path_, &disk_));
     OPT4STORE_RETURN_IF_ERROR(ReadManifest(&exists));
     if (!exists && exists_on_disk && !options.disk) {
       return Status::Corruption("store " + path + " has an index but no manifest (lost with a "
@@ -417,11 +417,10 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
   if (disk_ && effective_.disk == 0) {
     return Status::InvalidArgument("store " + path + ": the disk tier's budget is 0");
   }
-  if (disk_ && (!options.disk || effective_.disk != *options.disk)) {
-    // Opened with the provisional budget: reopen with the real one.
-    OPT4STORE_RETURN_IF_ERROR(disk_->Close());
-    disk_.reset();
-    OPT4STORE_RETURN_IF_ERROR(OpenDisk(effective_.disk));
+  if (disk_) {
+    // Opened with the provisional budget and the default settings: the
+    // manifest's (or the caller's) apply from here.
+    OPT4STORE_RETURN_IF_ERROR(disk_->Reconfigure(DiskOptions(effective_.disk)));
   }
   if (disk_ && options.reset) {
     // Before the manifest: a crash in between leaves an empty store with
