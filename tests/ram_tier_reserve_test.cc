@@ -66,6 +66,46 @@ TEST_CASE("RamTier: reserves its arena step by step as inserts need it", "[ram]"
   CHECK(t->reserve_error().empty());
 }
 
+TEST_CASE("RamTier: a step reserved ahead is what the next insert grows over", "[ram]") {
+  auto t = MakeTier(16 * kMiB, 4 * kMiB);
+  const std::string payload(kMiB - 64, 'x');
+  // More than half of the 4 MiB step free: nothing to reserve ahead.
+  REQUIRE(t->Insert(0, "", 0, payload.data(), payload.size()).ok());
+  RamTier::ArenaRange range = t->StepToReserveAhead();
+  CHECK(range.from == range.to);
+  // Three of four MiB used: the next step is due.
+  for (ItemId id = 1; id < 3; ++id) {
+    REQUIRE(t->Insert(id, "", 0, payload.data(), payload.size()).ok());
+  }
+  range = t->StepToReserveAhead();
+  CHECK(range.from == 4 * kMiB);
+  CHECK(range.to == 8 * kMiB);
+  t->ReserveAhead(range);
+  CHECK(t->steps_reserved_ahead() == 1);
+  CHECK(AllocatedBytes(*t) >= 8 * kMiB);  // in /dev/shm now
+  CHECK(t->reserved_bytes() == 4 * kMiB);  // the allocator grows at the insert
+  const RamTier::ArenaRange again = t->StepToReserveAhead();
+  CHECK(again.from == again.to);  // reserved ahead already
+  // The inserts that fill the step take it without a reservation of their own.
+  for (ItemId id = 3; id < 8; ++id) {
+    REQUIRE(t->Insert(id, "", 0, payload.data(), payload.size()).ok());
+  }
+  CHECK(t->reserved_bytes() == 8 * kMiB);
+  CHECK(t->steps_reserved_inline() == 0);
+  // Not reserved ahead: the insert that needs the third step reserves it.
+  REQUIRE(t->Insert(8, "", 0, payload.data(), payload.size()).ok());
+  CHECK(t->steps_reserved_inline() == 1);
+  CHECK(t->reserved_bytes() == 12 * kMiB);
+  // A range an insert reserved meanwhile, reserved ahead again: no harm.
+  t->ReserveAhead({8 * kMiB, 12 * kMiB});
+  for (ItemId id = 9; id < 16; ++id) {
+    REQUIRE(t->Insert(id, "", 0, payload.data(), payload.size()).ok());
+  }
+  CHECK(t->reserved_bytes() == 16 * kMiB);
+  for (ItemId id = 0; id < 16; ++id) CHECK(t->Contains(id));
+  CHECK(t->StepToReserveAhead().from == t->StepToReserveAhead().to);  // all reserved
+}
+
 TEST_CASE("RamTier: an arena within one step is reserved whole at creation", "[ram]") {
   auto t = MakeTier(3 * kMiB, 128 * kMiB);
   CHECK(t->reserved_bytes() == 3 * kMiB);

@@ -166,6 +166,7 @@ Status RamTier::Create(const RamTierOptions& options, std::unique_ptr<RamTier>* 
 
   std::unique_ptr<RamTier> tier(new RamTier(std::move(segment)));
   tier->reserved_bytes_ = options.reserve_memory ? first_step : arena_bytes;
+  tier->prepared_bytes_.store(tier->reserved_bytes_, std::memory_order_relaxed);
   tier->reserve_step_bytes_ = step;
   OPT4STORE_RETURN_IF_ERROR(tier->InitLayout(/*create=*/true));
   *out = std::move(tier);
@@ -174,16 +175,52 @@ Status RamTier::Create(const RamTierOptions& options, std::unique_ptr<RamTier>* 
 
 bool RamTier::ReserveStep() {
   if (reserved_bytes_ >= arena_bytes_ || !reserve_error_.empty()) return false;
-  const uint64_t next = std::min(arena_bytes_, reserved_bytes_ + reserve_step_bytes_);
-  const Status s = segment_->Reserve(arena_offset_ + reserved_bytes_, next - reserved_bytes_);
-  if (!s.ok()) {
-    reserve_error_ = "the RAM tier holds " + FormatSize(reserved_bytes_) + " of its " +
-                     FormatSize(arena_bytes_) + ": " + s.message();
-    return false;
+  uint64_t next = prepared_bytes_.load(std::memory_order_acquire);
+  if (next <= reserved_bytes_) {  // not reserved ahead: reserve it here
+    next = std::min(arena_bytes_, reserved_bytes_ + reserve_step_bytes_);
+    const Status s = segment_->Reserve(arena_offset_ + reserved_bytes_, next - reserved_bytes_);
+    if (!s.ok()) {
+      reserve_error_ = "the RAM tier holds " + FormatSize(reserved_bytes_) + " of its " +
+                       FormatSize(arena_bytes_) + ": " + s.message();
+      return false;
+    }
+    ++steps_inline_;
+    RaisePrepared(next);
   }
   allocator_->Grow(next >> unit_shift_);
   reserved_bytes_ = next;
   return true;
+}
+
+void RamTier::RaisePrepared(uint64_t bytes) {
+  uint64_t seen = prepared_bytes_.load(std::memory_order_relaxed);
+  while (seen < bytes &&
+         !prepared_bytes_.compare_exchange_weak(seen, bytes, std::memory_order_release)) {
+  }
+}
+
+RamTier::ArenaRange RamTier::StepToReserveAhead() const {
+  if (reserved_bytes_ >= arena_bytes_ || !reserve_error_.empty() ||
+      ahead_failed_.load(std::memory_order_relaxed) ||
+      prepared_bytes_.load(std::memory_order_acquire) > reserved_bytes_ ||
+      (allocator_->free_units() << unit_shift_) >= reserve_step_bytes_ / 2) {
+    return {};
+  }
+  return {reserved_bytes_, std::min(arena_bytes_, reserved_bytes_ + reserve_step_bytes_)};
+}
+
+void RamTier::ReserveAhead(const ArenaRange& range) {
+  // An insert may reserve the same range meanwhile (ReserveStep): the pages
+  // are then reserved twice over, which costs nothing more.
+  if (range.to <= range.from) return;
+  if (!segment_->Reserve(arena_offset_ + range.from, range.to - range.from).ok()) {
+    // /dev/shm is short: no more tries ahead (the planner would retry every
+    // turn); the inserts reserve, and report, their own steps from here.
+    ahead_failed_.store(true, std::memory_order_relaxed);
+    return;
+  }
+  steps_ahead_.fetch_add(1, std::memory_order_relaxed);
+  RaisePrepared(range.to);
 }
 
 Status RamTier::Attach(const std::string& name, std::unique_ptr<RamTier>* out) {

@@ -251,14 +251,18 @@ void Store::Impl::PlannerLoop() {
     AnswerPlanAsks();  // first: readers wait for it
     bool busy = DrainQueue();
     busy = DrainWrites() || busy;
+    RamTier::ArenaRange ahead;
     {
       MutexLock lock(&mu_);
       AdvanceFrontierLocked();
       PlanAheadLocked(residency_->frontier() + effective_.prefetch_depth);
       residency_->CollectPrefetch(&batch);
+      ahead = ram_->StepToReserveAhead();
       const int64_t now = NowNs();
       if (now - last_publish_ns_ > 50'000'000) PublishGaugesLocked();
     }
+    // The RAM tier's next step, without mu_: inserts go on meanwhile.
+    ram_->ReserveAhead(ahead);
     if (!batch.empty()) {
       Prefetch(batch);
       busy = true;
