@@ -351,7 +351,7 @@ class DiskTier {
   // which holds the real settings. Other fields are not read. Checks the
   // budget as Open does.
   // REQUIRES: no other call on this tier has begun.
-  // Returns: OK, InvalidArgument.
+  // Returns: OK, InvalidArgument, IOError (closed).
   Status Reconfigure(const DiskTierOptions& options);
 
   // Flushes (per SyncMode), closes the index and releases the lock. Later
