@@ -106,6 +106,16 @@ TEST_CASE("RamTier: a step reserved ahead is what the next insert grows over", "
   CHECK(t->StepToReserveAhead().from == t->StepToReserveAhead().to);  // all reserved
 }
 
+TEST_CASE("RamTier: creation reserves first_step_bytes, not a whole step", "[ram]") {
+  auto t = MakeTier(512 * kMiB, 128 * kMiB);
+  CHECK(t->reserved_bytes() == 16 * kMiB);  // RamTierOptions::first_step_bytes
+  CHECK(AllocatedBytes(*t) < 17 * kMiB);
+  // Less than half a step free: the next step is due at once.
+  const RamTier::ArenaRange range = t->StepToReserveAhead();
+  CHECK(range.from == 16 * kMiB);
+  CHECK(range.to == 144 * kMiB);
+}
+
 TEST_CASE("RamTier: an arena within one step is reserved whole at creation", "[ram]") {
   auto t = MakeTier(3 * kMiB, 128 * kMiB);
   CHECK(t->reserved_bytes() == 3 * kMiB);

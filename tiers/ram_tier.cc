@@ -138,7 +138,9 @@ Status RamTier::Create(const RamTierOptions& options, std::unique_ptr<RamTier>* 
   const uint64_t data_bytes = arena_offset + arena_bytes;
   const uint64_t step = std::max(unit, RoundUp(std::max<uint64_t>(options.reserve_step_bytes, 1),
                                                std::max(unit, kPage)));
-  const uint64_t first_step = std::min(arena_bytes, step);
+  const uint64_t first_step = std::min(
+      {arena_bytes, step, RoundUp(std::max<uint64_t>(options.first_step_bytes, 1),
+                                  std::max(unit, kPage))});
   so.reserve_data_bytes = arena_offset + first_step;
 
   std::unique_ptr<SharedSegment> segment;

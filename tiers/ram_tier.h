@@ -73,6 +73,11 @@ struct RamTierOptions {
   // inserts that need it fail with NoSpace (reserve_error() says why).
   bool reserve_memory = true;
   uint64_t reserve_step_bytes = uint64_t{128} << 20;
+  // The step reserved at creation (at most reserve_step_bytes): small, so
+  // that an open does not wait for it; the store's planner reserves the
+  // next step in the background at once (ReserveAhead), since less than
+  // half a step is then free.
+  uint64_t first_step_bytes = uint64_t{16} << 20;
   // Tests inject a small /dev/shm here; statvfs when empty.
   std::function<Status(const std::string& dir, uint64_t* free_bytes)> free_space_for_testing;
 };

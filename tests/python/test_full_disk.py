@@ -224,16 +224,18 @@ store.close()
 
 
 def test_dev_shm_filled_after_the_open_costs_ram_hits_never_a_sigbus(tmp_path):
-    """The RAM tier reserves /dev/shm as it fills (tiers/ram_tier.h): 128
-    MiB at the open, then a step at a time. Another program that fills
-    /dev/shm after the open leaves the tier with what it reserved: the
-    inserts past it fail (counted, warned about once, naming /dev/shm), the
-    process lives (no SIGBUS), and every value it serves is right."""
+    """The RAM tier reserves /dev/shm as it fills (tiers/ram_tier.h): 16
+    MiB at the open, the next 128 MiB step at once in the background, then
+    a step at a time. Another program that fills /dev/shm after the open
+    leaves the tier with what it reserved (16 or 144 MiB, as the race with
+    the planner went): the inserts past it fail (counted, warned about
+    once, naming /dev/shm), the process lives (no SIGBUS), and every value
+    it serves is right."""
     proc = run_on_tmpfs("/dev/shm", "400m", CHILD_SHM_FILLED, tmp_path / "store")
     assert proc.returncode == 0, f"child died ({proc.returncode}):\n{proc.stderr[-2000:]}"
     found, failures, wrong = map(int, proc.stdout.split()[-3:])
     assert wrong == 0
-    assert 400 <= found <= 600, found  # about 128 MiB of 256 KiB values
+    assert 60 <= found <= 600, found  # 16 to 144 MiB of 256 KiB values
     assert failures == 1200 - found
     assert "/dev/shm has no room" in proc.stderr, proc.stderr[-2000:]
 

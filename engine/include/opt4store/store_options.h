@@ -139,7 +139,8 @@ struct StoreOptions {
   // Shared-memory names: "/<shm_prefix>-{ram,queue,ctl}.<pid>.<n>".
   std::string shm_prefix = "opt4store";
   // Bytes of the queue that carries workers' Puts and fetch requests to the
-  // owner. Default: 64 MiB (a value may use up to half of it).
+  // owner. Default: 64 MiB (a value may use up to half of it). /dev/shm
+  // gives it 4 MiB at the open and more as Puts first need it.
   uint64_t queue_bytes = uint64_t{64} << 20;
 
   // Warnings (full disk, drift, fallbacks), each kind once. Default: stderr.
