@@ -326,6 +326,20 @@ def fill_disk(directory):
     os.close(fd)
 
 
+def count_served(store, ids, value):
+    """(found, wrong): how many of ids the store serves (a Get with no
+    position), and how many of those differ from value(id)."""
+    import torch
+    from opt4store import NO_POSITION
+    found = wrong = 0
+    for i in ids:
+        v = store.get(NO_POSITION, i)
+        if v is not None:
+            found += 1
+            wrong += not torch.equal(v, value(i))
+    return found, wrong
+
+
 # ---------------------------------------------------------------- child interpreters
 
 

@@ -17,7 +17,7 @@ import json, os, subprocess, sys
 import torch
 import opt4store
 from opt4store import NO_POSITION
-from o4s_testlib import fill_disk  # as a user's other files would fill it
+from o4s_testlib import count_served, fill_disk  # fill_disk: as a user's other files would
 
 mnt = sys.argv[1]
 path = os.path.join(mnt, "store")
@@ -26,12 +26,8 @@ def value(i):
     return torch.full((16 * 1024,), i % 251, dtype=torch.uint8)
 
 def served(store, n):
-    found = 0
-    for i in range(n):
-        v = store.get(NO_POSITION, i)
-        if v is not None:
-            assert torch.equal(v, value(i)), f"wrong value for {i}"
-            found += 1
+    found, wrong = count_served(store, range(n), value)
+    assert wrong == 0, f"{wrong} wrong values"
     return found
 
 def put_all(store, n, stored):
@@ -104,7 +100,7 @@ import os, sys
 import torch
 import opt4store
 from opt4store import NO_POSITION
-from o4s_testlib import fill_disk  # as a user's other files would fill it
+from o4s_testlib import count_served, fill_disk  # fill_disk: as a user's other files would
 
 mnt = sys.argv[1]
 path = os.path.join(mnt, "store")
@@ -199,7 +195,7 @@ import sys
 import torch
 import opt4store
 from opt4store import NO_POSITION
-from o4s_testlib import fill_disk
+from o4s_testlib import count_served, fill_disk
 
 store = opt4store.Store(sys.argv[2], ram="300MiB", disk=0)
 store.bind(1200)
@@ -212,12 +208,7 @@ def value(i):
 
 for i in range(1200):  # 300 MiB of values: past the RAM tier's first step
     store.put(NO_POSITION, i, value(i))
-found = wrong = 0
-for i in range(1200):
-    v = store.get(NO_POSITION, i)
-    if v is not None:
-        found += 1
-        wrong += not torch.equal(v, value(i))
+found, wrong = count_served(store, range(1200), value)
 print(found, store.stats()["ram_insert_failures"], wrong)
 store.close()
 """
@@ -246,7 +237,7 @@ import sys
 import torch
 import opt4store
 from opt4store import NO_POSITION
-from o4s_testlib import fill_disk
+from o4s_testlib import count_served, fill_disk
 
 store = opt4store.Store(sys.argv[2], ram="64MiB", disk=0)
 store.bind(8)
@@ -269,12 +260,7 @@ if pid == 0:  # a worker: a 6 MiB put needs more of the queue than its first ste
 _, status = os.waitpid(pid, 0)
 for i in range(4, 8):  # the owner's own puts go to its RAM tier, reserved at the open
     store.put(NO_POSITION, i, value(i))
-found = wrong = 0
-for i in range(8):
-    v = store.get(NO_POSITION, i)
-    if v is not None:
-        found += 1
-        wrong += not torch.equal(v, value(i))
+found, wrong = count_served(store, range(8), value)
 print(os.WEXITSTATUS(status), found, store.stats()["puts_dropped"], wrong)
 store.close()
 """
