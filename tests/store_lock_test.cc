@@ -1,16 +1,20 @@
 // The store's LOCK and fork(): a process forked from the owner (a DataLoader
 // worker, any fork) must not keep the store locked after the owner dies,
-// and a Busy error names a process that is alive and holds the lock.
+// nor write the owner's files when it closes its copy of the store; and a
+// Busy error names a process that is alive and holds the lock.
 //
 // Every case does the real thing: a real owner process is SIGKILLed while
 // a real grandchild it forked sleeps on.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -141,6 +145,50 @@ TEST_CASE("LOCK: a store reopens while a worker forked by its killed owner lives
   CHECK(sleeper_alive);
   REQUIRE(s.ok());
   CHECK(store->Close().ok());
+}
+
+// The index's files by name and size.
+std::map<std::string, uintmax_t> IndexFiles(const std::string& dir) {
+  std::map<std::string, uintmax_t> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/index")) {
+    files[e.path().filename().string()] = e.is_regular_file() ? e.file_size() : 0;
+  }
+  return files;
+}
+
+// Forks beside the tier's idle RocksDB threads on purpose (fork_child.h):
+// the case is a script's own child that exits normally, destroying its
+// copy; the idle threads hold no lock.
+TEST_CASE("fork: a child that closes its copy of the owner's disk tier writes nothing to it",
+          "[lock][fault]") {
+  TempDir dir;
+  std::unique_ptr<DiskTier> tier;
+  REQUIRE(DiskTier::Open(LockOptions(), dir.path(), &tier).ok());
+  // In the memtable and the WAL: the owner's Close would flush them.
+  REQUIRE(tier->Put(1, "meta", "one").ok());
+  const auto before = IndexFiles(dir.path());
+  std::fflush(stdout);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    alarm(30);  // a wait for the parent's background work would end here
+    const bool closed = tier->Close().ok();
+    tier.reset();
+    _exit(closed ? 0 : 1);
+  }
+  const int status = Reap(child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(IndexFiles(dir.path()) == before);
+  // The owner goes on, closes, and everything is there.
+  REQUIRE(tier->Put(2, "meta", "two").ok());
+  REQUIRE(tier->Close().ok());
+  REQUIRE(DiskTier::Open(LockOptions(), dir.path(), &tier).ok());
+  std::string payload;
+  REQUIRE(tier->Get(1, nullptr, &payload).ok());
+  CHECK(payload == "one");
+  REQUIRE(tier->Get(2, nullptr, &payload).ok());
+  CHECK(payload == "two");
 }
 
 TEST_CASE("LOCK: Busy names the live holder, not a dead pid left in the file", "[lock][fault]") {

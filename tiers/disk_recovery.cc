@@ -122,6 +122,7 @@ Status DiskTier::Impl::Open() {
 
   OPT4STORE_RETURN_IF_ERROR(env_->CreateDirIfMissing(dir_));
   OPT4STORE_RETURN_IF_ERROR(env_->LockFile(dir_ + "/LOCK", &lock_));
+  opener_pid_ = getpid();
   OPT4STORE_RETURN_IF_ERROR(env_->CreateDirIfMissing(segment_dir_));
 
   bool create = false;

@@ -14,6 +14,7 @@
 // changes nothing.
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -109,6 +110,7 @@ Status ScanSegmentRecords(File* file, uint64_t size,
 Status DiskTier::Impl::Repair(DiskRepairReport* report) {
   OPT4STORE_RETURN_IF_ERROR(env_->CreateDirIfMissing(dir_));
   OPT4STORE_RETURN_IF_ERROR(env_->LockFile(dir_ + "/LOCK", &lock_));
+  opener_pid_ = getpid();
   OPT4STORE_RETURN_IF_ERROR(env_->CreateDirIfMissing(segment_dir_));
   // Every segment, oldest first: the newest valid record of each id wins.
   std::vector<uint32_t> numbers;

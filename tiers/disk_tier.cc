@@ -35,6 +35,7 @@
 #include "tiers/disk_tier.h"
 
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -311,6 +312,14 @@ Status DiskTier::Impl::Close() {
   MutexLock wlock(&write_mu_);
   if (closed_.exchange(true)) return Status::OK();
   Status s;
+  if (db_ && getpid() != opener_pid_) {
+    // A forked child's copy (a DataLoader worker, a script's own fork that
+    // exits normally): the index is its parent's, which goes on writing
+    // it. Closing RocksDB here would sync, flush a table into it and wait
+    // for background work that no thread of this process runs; so the copy
+    // is left as it is, and this process's exit frees it.
+    (void)db_.release();
+  }
   if (db_) {
     if (syncing()) s = SyncDirty();
     if (s.ok()) FlushIndexForNextOpen();

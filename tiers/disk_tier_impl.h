@@ -17,6 +17,8 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -233,6 +235,7 @@ class DiskTier::Impl {
   uint64_t segment_bytes_ = 0;  // effective; also the compaction reserve
 
   std::unique_ptr<FileLock> lock_;
+  pid_t opener_pid_ = 0;  // the process that opened the index; Close's alone
   std::unique_ptr<rocksdb::DB> db_;
   std::atomic<bool> closed_{false};
   // Whether a RocksDB write failed, and how; see IndexWritten.
