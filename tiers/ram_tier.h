@@ -170,7 +170,7 @@ class RamTier {
   uint64_t reserved_bytes() const { return reserved_bytes_; }
   const std::string& reserve_error() const { return reserve_error_; }
   // Owner: steps an insert reserved itself, under the owner's mutex, and
-  // steps PrepareStep reserved ahead of the inserts.
+  // steps ReserveAhead reserved ahead of the inserts.
   uint64_t steps_reserved_inline() const { return steps_inline_; }
   uint64_t steps_reserved_ahead() const {
     return steps_ahead_.load(std::memory_order_relaxed);

@@ -26,14 +26,14 @@
 //     skips a reserved record only if that process is dead (or a zombie)
 //     and the record is still reserved after the death was seen; a dead
 //     process writes nothing more, so skipped space can be reused.
+// I5. The consumer sleeps on `commits` (futex) only after announcing itself
+//     in consumer_waiting; a producer bumps commits before it checks
+//     consumer_waiting (both seq_cst), so a wake-up cannot be lost.
 // I6. No byte of the ring at or past `reserved` is written. Every push
 //     keeps its record's end plus one record header within it (or reserved
 //     is the whole ring), so the padding header a later push may write at
 //     the tail is reserved too. `reserved` only grows, under the mutex, as
 //     far as records reach (the tail's first lap: about the whole ring).
-// I5. The consumer sleeps on `commits` (futex) only after announcing itself
-//     in consumer_waiting; a producer bumps commits before it checks
-//     consumer_waiting (both seq_cst), so a wake-up cannot be lost.
 #include "tiers/shared_queue.h"
 
 #include <pthread.h>
