@@ -26,7 +26,9 @@ using opt4store_test::ShufflePlan;
 
 class FakeTiers : public ResidencyTiers {
  public:
-  explicit FakeTiers(uint64_t num_ids) : on_disk(num_ids, false), next_use(num_ids, 0) {}
+  // all_on_disk: the disk tier holds every id (an earlier run's), as at a restart.
+  explicit FakeTiers(uint64_t num_ids, bool all_on_disk = false)
+      : on_disk(num_ids, all_on_disk), next_use(num_ids, 0) {}
 
   bool InRam(ItemId id) const override { return ram.count(id) != 0; }
   bool OnDisk(ItemId id) const override { return on_disk[id]; }
@@ -146,30 +148,39 @@ TEST_CASE("Residency: one reader in order hits exactly what Belady's OPT hits", 
   }
 }
 
-// A store of n items with a disk tier, RAM for 8, staging for 10 (items of
-// cost 1: an item capacity), the planner 20 positions ahead.
-ResidencyOptions RestartOptions(uint64_t n) {
-  ResidencyOptions o;
-  o.num_ids = n;
-  o.ram_items = 8;
-  o.prefetch_depth = 20;
-  o.staging = 10;
-  o.ring_slots = 256;
-  o.disk = true;
-  return o;
-}
+// A restart: 64 items, all on disk from an earlier run, one epoch planned
+// (each item read once, so the policy never hits), RAM for 8, staging for
+// 10 (items of cost 1: an item capacity), the planner 20 positions ahead.
+struct RestartRun {
+  static ResidencyOptions Options(uint64_t n) {
+    ResidencyOptions o;
+    o.num_ids = n;
+    o.ram_items = 8;
+    o.prefetch_depth = 20;
+    o.staging = 10;
+    o.ring_slots = 256;
+    o.disk = true;
+    return o;
+  }
+  static std::vector<ItemId> Ids(const PlanSpec& plan) {
+    std::vector<ItemId> ids;
+    REQUIRE(PlanIds(plan, &ids).ok());
+    return ids;
+  }
+  RestartRun() { REQUIRE(r.SetPlan(plan, 0).ok()); }
 
-TEST_CASE("Residency: a restart prefetches the next reads from disk and lets them go once read",
-          "[residency]") {
-  const uint64_t n = 64;
-  const PlanSpec plan = ShufflePlan(n, 1, 3);  // one epoch: the policy never hits
-  std::vector<ItemId> ids;
-  REQUIRE(PlanIds(plan, &ids).ok());
-  FakeTiers tiers(n);
-  for (uint64_t id = 0; id < n; ++id) tiers.on_disk[id] = true;  // an earlier run's
-  const ResidencyOptions o = RestartOptions(n);
-  Residency r(o, &tiers);
-  REQUIRE(r.SetPlan(plan, 0).ok());
+  static constexpr uint64_t n = 64;
+  const PlanSpec plan = ShufflePlan(n, 1, 3);
+  const std::vector<ItemId> ids = Ids(plan);
+  FakeTiers tiers{n, /*all_on_disk=*/true};
+  const ResidencyOptions o = Options(n);
+  Residency r{o, &tiers};
+};
+
+TEST_CASE_METHOD(RestartRun,
+                 "Residency: a restart prefetches the next reads from disk and lets them go "
+                 "once read",
+                 "[residency]") {
   // Every id is read once and never again: the disk tier learns it.
   for (uint64_t id = 0; id < n; ++id) CHECK(tiers.next_use[id] < n);
 
@@ -196,17 +207,9 @@ TEST_CASE("Residency: a restart prefetches the next reads from disk and lets the
   CHECK(batch == std::vector<ItemId>(ids.begin() + 10, ids.begin() + 14));
 }
 
-TEST_CASE("Residency: no prefetch for a position whose reader is reading it from disk now",
-          "[residency]") {
-  const uint64_t n = 64;
-  const PlanSpec plan = ShufflePlan(n, 1, 3);
-  std::vector<ItemId> ids;
-  REQUIRE(PlanIds(plan, &ids).ok());
-  FakeTiers tiers(n);
-  for (uint64_t id = 0; id < n; ++id) tiers.on_disk[id] = true;  // a restart
-  const ResidencyOptions o = RestartOptions(n);
-  Residency r(o, &tiers);
-  REQUIRE(r.SetPlan(plan, 0).ok());
+TEST_CASE_METHOD(RestartRun,
+                 "Residency: no prefetch for a position whose reader is reading it from disk now",
+                 "[residency]") {
   r.PlanAhead(o.prefetch_depth, 0, 0);
   // The reader's first batch, positions 0 to 5, is on its way from disk:
   // the prefetcher starts behind it, and its staging goes to what follows.
@@ -216,17 +219,9 @@ TEST_CASE("Residency: no prefetch for a position whose reader is reading it from
   CHECK(batch == std::vector<ItemId>(ids.begin() + 6, ids.begin() + 16));
 }
 
-TEST_CASE("Residency: reads consumed ahead of a lagging reader let their staged items go",
-          "[residency]") {
-  const uint64_t n = 64;
-  const PlanSpec plan = ShufflePlan(n, 1, 3);  // one epoch: each item read once
-  std::vector<ItemId> ids;
-  REQUIRE(PlanIds(plan, &ids).ok());
-  FakeTiers tiers(n);
-  for (uint64_t id = 0; id < n; ++id) tiers.on_disk[id] = true;
-  const ResidencyOptions o = RestartOptions(n);
-  Residency r(o, &tiers);
-  REQUIRE(r.SetPlan(plan, 0).ok());
+TEST_CASE_METHOD(RestartRun,
+                 "Residency: reads consumed ahead of a lagging reader let their staged items go",
+                 "[residency]") {
   r.PlanAhead(o.prefetch_depth, 0, 0);
   std::vector<ItemId> batch;
   r.CollectPrefetch(&batch);
