@@ -81,6 +81,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "engine/base/atomic_max.h"
 #include "opt4store/sizes.h"
 #include "tiers/ram_tier_layout.h"
 
@@ -187,18 +188,11 @@ bool RamTier::ReserveStep() {
       return false;
     }
     ++steps_inline_;
-    RaisePrepared(next);
+    RaiseTo(&prepared_bytes_, next, std::memory_order_release);
   }
   allocator_->Grow(next >> unit_shift_);
   reserved_bytes_ = next;
   return true;
-}
-
-void RamTier::RaisePrepared(uint64_t bytes) {
-  uint64_t seen = prepared_bytes_.load(std::memory_order_relaxed);
-  while (seen < bytes &&
-         !prepared_bytes_.compare_exchange_weak(seen, bytes, std::memory_order_release)) {
-  }
 }
 
 RamTier::ArenaRange RamTier::StepToReserveAhead() const {
@@ -222,7 +216,7 @@ void RamTier::ReserveAhead(const ArenaRange& range) {
     return;
   }
   steps_ahead_.fetch_add(1, std::memory_order_relaxed);
-  RaisePrepared(range.to);
+  RaiseTo(&prepared_bytes_, range.to, std::memory_order_release);
 }
 
 Status RamTier::Attach(const std::string& name, std::unique_ptr<RamTier>* out) {

@@ -312,8 +312,6 @@ class RamTier {
   // Owner: reserves the arena's next step and grows the allocator over it;
   // false when all is reserved or a step failed (reserve_error_).
   bool ReserveStep();
-  // prepared_bytes_ = max(prepared_bytes_, bytes).
-  void RaisePrepared(uint64_t bytes);
 
   std::unique_ptr<SharedSegment> segment_;
   Header* header_ = nullptr;

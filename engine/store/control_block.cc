@@ -3,6 +3,8 @@
 #include <cstring>
 #include <new>
 
+#include "engine/base/atomic_max.h"
+
 namespace opt4store {
 namespace {
 
@@ -145,11 +147,7 @@ uint64_t ControlBlock::SlotTag(uint64_t position) const {
 }
 
 void ControlBlock::MarkConsumed(uint64_t position, ItemId id) {
-  uint64_t high = header_->high_water.load(std::memory_order_relaxed);
-  while (position + 1 > high &&
-         !header_->high_water.compare_exchange_weak(high, position + 1,
-                                                    std::memory_order_relaxed)) {
-  }
+  RaiseTo(&header_->high_water, position + 1, std::memory_order_relaxed);
   const uint64_t frontier = header_->frontier.load(std::memory_order_acquire);
   if (position < frontier || position >= frontier + kRingSize) return;
   const uint64_t slot = position & (kRingSize - 1);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/base/atomic_max.h"
 #include "engine/store/protocol.h"
 #include "engine/store/store_impl.h"
 #include "opt4store/value.h"
@@ -110,10 +111,7 @@ void Store::Impl::AwaitPlanned(uint64_t position) {
            h->plan_answered.load(std::memory_order_acquire) > position;
   };
   if (answered()) return;
-  uint64_t asked = h->plan_asked.load(std::memory_order_relaxed);
-  while (asked < position + 1 &&
-         !h->plan_asked.compare_exchange_weak(asked, position + 1, std::memory_order_acq_rel)) {
-  }
+  RaiseTo(&h->plan_asked, position + 1, std::memory_order_acq_rel);
   ctl_->counters().plan_waits.fetch_add(1, std::memory_order_relaxed);
   const int64_t deadline = NowNs() + kExpectTimeoutMs * 1000000;
   for (int64_t us = 20; !answered(); Backoff(&us)) {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/base/atomic_max.h"
 #include "engine/store/owner_file.h"
 #include "engine/store/store_impl.h"
 
@@ -21,10 +22,7 @@ void Store::Impl::Warn(int kind, const std::string& message) {
 
 void Store::Impl::BeginEpoch(uint64_t position) {
   if (!ctl_ || !PlanPosition(position)) return;
-  std::atomic<uint64_t>& start = ctl_->header()->epoch_start;
-  uint64_t seen = start.load(std::memory_order_relaxed);
-  while (seen < position && !start.compare_exchange_weak(seen, position)) {
-  }
+  RaiseTo(&ctl_->header()->epoch_start, position);
 }
 
 uint64_t Store::Impl::ReadingFrom() const {
