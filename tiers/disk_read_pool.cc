@@ -180,6 +180,13 @@ Status DiskTier::Impl::ForEachItem(
     const std::function<void(ItemId id, uint64_t bytes, const DiskRecordPlace& place)>& fn)
     const {
   if (closed_) return Status::IOError("disk tier is closed");
+  std::vector<RecoveredEntry> recovered;
+  if (TakeRecoveredEntries(&recovered)) {
+    for (const RecoveredEntry& e : recovered) {
+      fn(e.id, uint64_t{e.meta_len} + e.payload_len, e.place);
+    }
+    return Status::OK();
+  }
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   const std::string prefix(1, kIndexTag);
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
@@ -189,6 +196,27 @@ Status DiskTier::Impl::ForEachItem(
     if (Contains(id)) fn(id, uint64_t{v.meta_len} + v.payload_len, PlaceOf(v));
   }
   return FromRocks(it->status(), "scan the index");
+}
+
+bool DiskTier::Impl::TakeRecoveredEntries(std::vector<RecoveredEntry>* entries) const {
+  entries->clear();
+  MutexLock lock(&mu_);
+  entries->swap(recovered_entries_);
+  if (entries->size() != index_.size()) {
+    entries->clear();
+    return false;
+  }
+  for (const RecoveredEntry& e : *entries) {
+    DiskIndex::Location loc;
+    // Segment numbers are never reused, and a segment's bytes are never
+    // rewritten: the same number, offset and length are the same record.
+    if (!index_.Lookup(e.id, &loc) || segments_[loc.slot]->number != e.place.segment ||
+        loc.offset != e.place.offset || loc.length != e.place.length) {
+      entries->clear();
+      return false;
+    }
+  }
+  return true;
 }
 
 Status DiskTier::Impl::Locate(ItemId id, DiskRecordPlace* place) const {

@@ -297,6 +297,7 @@ Status DiskTier::Impl::Recover() {
   MutexLock wlock(&write_mu_);
   MutexLock lock(&mu_);
   index_.Reserve(std::min<size_t>(options_.expected_ids, size_t{kMaxItemId} + 1));
+  recovered_entries_.clear();
   segments_.clear();
   segments_.emplace_back();  // slot 0: "not stored"
 
@@ -379,6 +380,7 @@ Status DiskTier::Impl::Recover() {
     }
     const uint16_t slot = found->second;
     index_.Put(id, DiskIndex::Location{slot, v.offset, v.length}, nullptr);
+    recovered_entries_.push_back(RecoveredEntry{id, v.meta_len, v.payload_len, PlaceOf(v)});
     segments_[slot]->live_bytes += v.length;
     live_bytes_ += v.length;
     scan_from[slot] = std::max<uint64_t>(scan_from[slot], uint64_t{v.offset} + v.length);

@@ -331,6 +331,7 @@ Status DiskTier::Impl::Close() {
     MutexLock lock(&mu_);
     segments_.clear();
     free_slots_.clear();
+    std::vector<RecoveredEntry>().swap(recovered_entries_);
   }
   {
     MutexLock lock(&reader_mu_);

@@ -277,9 +277,10 @@ class DiskTier {
   // True when id is stored (its bytes are not read or checked).
   bool Contains(ItemId id) const;
   // Calls fn(id, meta bytes + payload bytes (uncompressed), its record's
-  // place) for every stored item, from the index (no segment is read). One
-  // pass over RocksDB: for a store that needs every item's size and place
-  // at open.
+  // place) for every stored item, from the index (no segment is read): for
+  // a store that needs every item's size and place at open. The first call
+  // after the open reuses the open's pass over RocksDB when the index has
+  // not changed since; later calls make one pass each.
   // Returns: OK, IOError.
   Status ForEachItem(
       const std::function<void(ItemId id, uint64_t bytes, const DiskRecordPlace& place)>& fn)

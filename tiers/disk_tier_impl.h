@@ -115,6 +115,14 @@ class DiskTier::Impl {
     bool dirty = false;
   };
 
+  // An index entry as Recover read it (recovered_entries_).
+  struct RecoveredEntry {
+    ItemId id = 0;
+    uint32_t meta_len = 0;
+    uint32_t payload_len = 0;
+    DiskRecordPlace place;
+  };
+
   // One record to read, with everything needed to read it without mu_.
   struct ReadTarget {
     ItemId id = 0;
@@ -225,6 +233,10 @@ class DiskTier::Impl {
   // Opens (creating if missing) segment file `number`, with O_DIRECT reads
   // when configured; the caller sets its size and slot.
   Status OpenSegment(uint32_t number, std::unique_ptr<Segment>* segment);
+  // Moves recovered_entries_ into *entries when each of them is still the
+  // index's entry for its id and the index holds nothing else; false (and
+  // *entries empty) otherwise. Empties recovered_entries_ either way.
+  bool TakeRecoveredEntries(std::vector<RecoveredEntry>* entries) const EXCLUDES(mu_);
 
   // Read without a lock: written only at construction and by Reconfigure,
   // which comes before any other call.
@@ -250,6 +262,13 @@ class DiskTier::Impl {
 
   mutable Mutex mu_;
   DiskIndex index_ GUARDED_BY(mu_);
+  // Each entry Recover indexed, with what the in-memory index lacks (its
+  // CRC and sizes). The first ForEachItem, a store's open, is served from
+  // here instead of a second pass over RocksDB (a fifth of a 200 000-item
+  // store's open), and empties it: 28 bytes an item until then. Later
+  // writes leave it as it is; TakeRecoveredEntries checks it against the
+  // index.
+  mutable std::vector<RecoveredEntry> recovered_entries_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Segment>> segments_ GUARDED_BY(mu_);  // by slot, [0] unused
   std::vector<uint16_t> free_slots_ GUARDED_BY(mu_);
   uint64_t file_bytes_ GUARDED_BY(mu_) = 0;
