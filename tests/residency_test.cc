@@ -507,5 +507,25 @@ TEST_CASE("Residency: without a plan the RAM tier fills once and keeps everythin
   for (ItemId id = 0; id < 3; ++id) CHECK(r.Keep(id));
 }
 
+TEST_CASE("Residency: sizes count in the RAM tier's whole units", "[residency]") {
+  FakeTiers tiers(20);
+  tiers.item_bytes = 128;  // the fake's RamUsage: 128 arena bytes an item
+  ResidencyOptions o;
+  o.num_ids = 20;
+  o.ram = 620;  // four items of 128; five if each counted its 100 bytes
+  o.size_unit = 64;
+  Residency r(o, &tiers);
+  r.NoteSize(1, 264);
+  CHECK(r.CostOf(1) == 320);
+  r.NoteSize(2, 0);
+  CHECK(r.CostOf(2) == 64);
+  r.NoteSize(3, 320);
+  CHECK(r.CostOf(3) == 320);
+  for (ItemId id = 0; id < 6; ++id) {
+    if (r.Wanted(kNoPosition, id, 100)) tiers.ram.insert(id);
+  }
+  CHECK(tiers.ram == std::set<ItemId>{0, 1, 2, 3});
+}
+
 }  // namespace
 }  // namespace opt4store

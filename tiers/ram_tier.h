@@ -165,6 +165,9 @@ class RamTier {
   const std::string& name() const;
   uint64_t num_items() const { return num_items_; }
   uint64_t capacity_bytes() const { return arena_bytes_; }
+  // The allocation unit: an item takes its meta + payload bytes rounded up
+  // to whole units of the arena.
+  uint64_t unit_bytes() const { return uint64_t{1} << unit_shift_; }
   // Owner: the arena bytes reserved in /dev/shm so far (capacity_bytes()
   // without reserve_memory), and why the last step failed ("" if none).
   uint64_t reserved_bytes() const { return reserved_bytes_; }

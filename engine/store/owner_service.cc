@@ -51,7 +51,7 @@ bool Store::Impl::BeingRead(uint64_t position) const { return ctl_->Reading(posi
 void Store::Impl::RamUsage(uint64_t* items, uint64_t* bytes) const {
   const RamTierStats st = ram_->Stats();
   *items = st.items_resident;
-  *bytes = st.bytes_stored;
+  *bytes = st.bytes_used;
 }
 void Store::Impl::Evict(ItemId id) { ram_->Evict(id).PermitUncheckedError(); }
 void Store::Impl::ExpectPut(ItemId id, uint64_t position) { ctl_->SetExpected(id, position); }

@@ -26,9 +26,14 @@ Residency::Residency(const ResidencyOptions& options, ResidencyTiers* tiers)
 
 // ---------------------------------------------------------------- sizes
 
+uint64_t Residency::WholeUnits(uint64_t bytes) const {
+  const uint64_t b = std::min<uint64_t>(std::max<uint64_t>(bytes, 1), UINT32_MAX);
+  const uint64_t unit = std::max<uint64_t>(options_.size_unit, 1);
+  return std::min<uint64_t>((b + unit - 1) / unit * unit, UINT32_MAX);
+}
+
 void Residency::NoteSize(ItemId id, uint64_t bytes) {
-  const uint32_t s =
-      static_cast<uint32_t>(std::min<uint64_t>(std::max<uint64_t>(bytes, 1), UINT32_MAX));
+  const uint32_t s = static_cast<uint32_t>(WholeUnits(bytes));
   if (sizes_[id] == 0) {
     size_sum_ += s;
     ++size_count_;
@@ -327,7 +332,7 @@ bool Residency::Wanted(uint64_t position, ItemId id, uint64_t bytes) const {
     uint64_t items = 0, stored = 0;
     tiers_->RamUsage(&items, &stored);
     if (options_.ram_items) return items < options_.ram_items;
-    return stored + bytes <= options_.ram;
+    return stored + WholeUnits(bytes) <= options_.ram;
   }
   if (!InPlan(position) || position >= planned_) return policy_->Contains(id);
   // Held from this read on iff its next pending read is a hit (see

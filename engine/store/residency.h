@@ -59,7 +59,8 @@ class ResidencyTiers {
   virtual bool OnDisk(ItemId id) const = 0;
   // Whether every reader is done with `position`; *id gets the id read there.
   virtual bool Consumed(uint64_t position, ItemId* id) const = 0;
-  // The RAM tier's contents now (for the fill-once rule without a plan).
+  // The RAM tier's contents now (for the fill-once rule without a plan):
+  // its items, and the arena bytes they take (whole size_units).
   virtual void RamUsage(uint64_t* items, uint64_t* bytes) const = 0;
   // A reader (of any process) is reading plan position `position` now: a
   // prefetch for it would read its item a second time, for a read already
@@ -91,6 +92,11 @@ struct ResidencyOptions {
   uint64_t prefetch_depth = 512;
   // RAM bytes beyond the capacity for prefetched and promised items.
   uint64_t staging = 0;
+  // The RAM tier's allocation unit: an item's size counts against a byte
+  // capacity rounded up to whole units, as the arena holds it (a 275-byte
+  // item takes 320 bytes of 64-byte units), so that what the policy keeps
+  // fits. 1: sizes as noted.
+  uint64_t size_unit = 1;
   // Look-ahead of the plan for next uses (next_use.h); 0: the default.
   uint64_t plan_window = 0;
   // Slots of the ring over [frontier, planned): a power of two, at least
@@ -115,7 +121,7 @@ class Residency {
   // ---- sizes (a byte capacity's policy needs each item's)
   void NoteSize(ItemId id, uint64_t bytes);
   // What id counts against the capacity: 1 with an item capacity, else its
-  // size, or the mean size while it is unknown.
+  // size in whole size_units, or the mean of those while it is unknown.
   uint64_t CostOf(ItemId id) const;
 
   // ---- the plan
@@ -180,6 +186,8 @@ class Residency {
   uint64_t abandoned() const { return abandoned_; }
 
  private:
+  // bytes (at least 1) rounded up to whole size_units, at most UINT32_MAX.
+  uint64_t WholeUnits(uint64_t bytes) const;
   // What the policy decided at a planned position.
   enum SlotFlags : uint8_t {
     kHit = 1,          // the policy hit: it holds the item from its last read

@@ -341,6 +341,7 @@ Status Store::Impl::CreateShared() {
   ro.policy = effective_.policy;
   ro.prefetch_depth = effective_.prefetch_depth;
   ro.staging = effective_.staging;
+  ro.size_unit = ram_->unit_bytes();
   ro.plan_window = options_.plan_window;
   ro.ring_slots = ControlBlock::kRingSize;
   ro.disk = disk_ != nullptr;

@@ -58,6 +58,37 @@ def test_source_loads_equal_belady(tmp_path, counter, kind, capacity):
         store.close()
 
 
+def test_byte_capacity_counts_items_as_the_arena_holds_them(tmp_path, counter):
+    """With a byte capacity, an item counts as its bytes rounded up to the
+    RAM tier's 64-byte units: 62 floats and their header take 320 bytes of
+    the arena, not their 264. The store then keeps what the policy
+    plans (no failed insert) and loads exactly Belady's misses for the
+    capacity in those items; counting raw bytes, it planned more than fit."""
+    n, epochs = 2000, 3
+    store = opt4store.Store(tmp_path / "store", ram=200_000, disk=0)
+    shuffle = torch.utils.data.RandomSampler(range(n), generator=torch.Generator().manual_seed(5))
+    sampler = opt4store.PlannedSampler(shuffle, epochs=epochs)
+    ds = opt4store.CachedDataset(UniformDataset(n, numel=62, counter=counter), store, sampler)
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=50, num_workers=0)
+    try:
+        for epoch in range(epochs):
+            wrong = check_epoch(loader, sampler.plan, epoch, n, 50,
+                                lambda i: uniform_item(i, 62), stacked=True)
+            assert wrong == [], wrong[:3]
+        st = store.stats()
+        raw = st["ram_bytes_used"] / st["ram_items"]
+        assert raw == 264, st  # 320 bytes in whole units
+        capacity = st["ram_capacity"] // 320
+        sequence = [int(i) for i in sampler.plan]
+        hits = belady_hits(sequence, capacity)
+        assert st["ram_insert_failures"] == 0, st
+        assert st["ram_items"] == capacity, st
+        assert st["hits_ram"] == hits == st["policy_hits"], st
+        assert counter.count == st["source_loads"] == len(sequence) - hits, st
+    finally:
+        store.close()
+
+
 def test_belady_oracle_is_optimal_on_small_sequences():
     """The test's own Belady against an exhaustive search over every
     admission and eviction choice, so that the equality above means OPT."""

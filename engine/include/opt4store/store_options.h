@@ -45,7 +45,9 @@ enum class Compression { kAuto, kNone };
 enum class SyncMode { kOnFlush, kNone, kEveryPut };
 
 #define OPT4STORE_STORE_SETTINGS(X)                                                              \
-  X(ram, uint64_t, kBytes, "1GiB", "RAM tier capacity in bytes of item data (meta + payload)")   \
+  X(ram, uint64_t, kBytes, "1GiB",                                                               \
+    "RAM tier capacity in bytes of item data (meta + payload, each item in whole units: 64 bytes " \
+    "up to 256GiB)")                                                                             \
   X(ram_items, uint64_t, kCount, "unset",                                                        \
     "RAM tier capacity in items instead of bytes (exclusive with ram)")                          \
   X(disk, uint64_t, kBytes, "0",                                                                 \
