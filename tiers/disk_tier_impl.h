@@ -264,7 +264,7 @@ class DiskTier::Impl {
   DiskIndex index_ GUARDED_BY(mu_);
   // Each entry Recover indexed, with what the in-memory index lacks (its
   // CRC and sizes). The first ForEachItem, a store's open, is served from
-  // here instead of a second pass over RocksDB (a fifth of a 200 000-item
+  // here instead of a second pass over RocksDB (a third of a 200 000-item
   // store's open), and empties it: 28 bytes an item until then. Later
   // writes leave it as it is; TakeRecoveredEntries checks it against the
   // index.

@@ -93,7 +93,7 @@ struct ResidencyOptions {
   // RAM bytes beyond the capacity for prefetched and promised items.
   uint64_t staging = 0;
   // The RAM tier's allocation unit: an item's size counts against a byte
-  // capacity rounded up to whole units, as the arena holds it (a 275-byte
+  // capacity rounded up to whole units, as the arena holds it (a 264-byte
   // item takes 320 bytes of 64-byte units), so that what the policy keeps
   // fits. 1: sizes as noted.
   uint64_t size_unit = 1;
