@@ -235,10 +235,17 @@ bool Store::Impl::DrainWrites() {
       w = &writes_.front();  // push_back leaves references to it valid
     }
     WriteThrough(w->id, w->meta, w->payload).PermitUncheckedError();  // counted and warned
-    MutexLock lock(&write_mu_);
-    write_bytes_ -= w->meta.size() + w->payload.size();
-    write_ids_.erase(w->id);
-    writes_.pop_front();
+    ItemId id = 0;
+    uint64_t wake_from = kNoPosition;
+    {
+      MutexLock lock(&write_mu_);
+      id = w->id;
+      wake_from = w->wake_from;  // OwnerPut may have set it meanwhile
+      write_bytes_ -= w->meta.size() + w->payload.size();
+      write_ids_.erase(w->id);
+      writes_.pop_front();
+    }
+    WakeReadersOfAbsent(id, wake_from);
     any = true;
   }
   return any;
@@ -304,6 +311,8 @@ void Store::Impl::PublishPlace(ItemId id) {
 Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta,
                              std::string_view payload, bool on_planner) {
   const uint64_t size = meta.size() + payload.size();
+  const bool to_disk = disk_ && !ctl_->OnDisk(id);
+  uint64_t wake_from = kNoPosition;
   {
     MutexLock lock(&mu_);
     residency_->NoteSize(id, size);
@@ -314,12 +323,18 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
       InsertRamLocked(id, meta, payload).PermitUncheckedError();
     }
     if (ctl_->ExpectedFrom(id) != kNoPosition && !ram_->Contains(id)) {
-      // Readers waiting for this value will not get it from RAM: wake them.
-      ctl_->ClearExpected(id);
-      ram_->AnswerAbsent(id).PermitUncheckedError();
+      // Readers waiting for this value will not get it from RAM. Woken
+      // now, they would find it nowhere while it is on its way to the disk
+      // tier, and load it again: they are woken once it is there.
+      wake_from = ctl_->ExpectedFrom(id);
+      if (!to_disk) {
+        ctl_->ClearExpected(id);
+        ram_->AnswerAbsent(id).PermitUncheckedError();
+        wake_from = kNoPosition;
+      }
     }
   }
-  if (!disk_ || ctl_->OnDisk(id)) return Status::OK();
+  if (!to_disk) return Status::OK();
   const bool every = effective_.sync == StoreOptions::SyncMode::kEveryPut;
   if (!on_planner && !every) {
     // The reader's thread only copies; the planner thread writes. Past the
@@ -329,16 +344,33 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
     MutexLock lock(&write_mu_);
     if (write_bytes_ + size <= kMaxPendingWriteBytes && planner_ != nullptr) {
       if (write_ids_.insert(id).second) {
-        writes_.push_back({id, std::string(meta), std::string(payload)});
+        writes_.push_back({id, std::string(meta), std::string(payload), wake_from});
         write_bytes_ += size;
+      } else if (wake_from != kNoPosition) {
+        // A write of it is pending already: its readers wake after that one.
+        for (auto it = writes_.rbegin(); it != writes_.rend(); ++it) {
+          if (it->id == id) {
+            if (it->wake_from == kNoPosition) it->wake_from = wake_from;
+            break;
+          }
+        }
       }
       return Status::OK();
     }
   }
   Status written = WriteThrough(id, meta, payload);
+  WakeReadersOfAbsent(id, wake_from);
   if (every && !on_planner) return written;
   written.PermitUncheckedError();  // counted and warned about
   return Status::OK();
+}
+
+void Store::Impl::WakeReadersOfAbsent(ItemId id, uint64_t from) {
+  if (from == kNoPosition) return;
+  MutexLock lock(&mu_);
+  if (ram_->Contains(id)) return;  // its insert woke them
+  if (ctl_->ExpectedFrom(id) == from) ctl_->ClearExpected(id);
+  ram_->AnswerAbsent(id).PermitUncheckedError();
 }
 
 }  // namespace opt4store

@@ -1,0 +1,138 @@
+// A reader that waits for another reader's Put of the item it needs must
+// get the value, from RAM or from the disk tier, and not load it again. A
+// Put the RAM tier cannot take (no room in its arena: fragmentation, a full
+// /dev/shm, here an item bigger than the arena) goes to the disk tier only;
+// the waiting reader is woken once the disk tier has it. Woken before (as
+// the store did until 2026-11-28), it found the item nowhere and loaded it
+// from the source a second time.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "disk_test_util.h"
+#include "fork_child.h"
+#include "opt4store/read_sink.h"
+#include "opt4store/store.h"
+#include "store_open_util.h"
+#include "store_test_util.h"
+#include "test_util.h"
+
+namespace opt4store {
+namespace {
+
+using opt4store_test::IsSample;
+using opt4store_test::OpenStore;
+using opt4store_test::SampleMeta;
+using opt4store_test::SamplePayload;
+using opt4store_test::ScratchStore;
+using opt4store_test::ForkWaitingChild;
+using opt4store_test::Go;
+using opt4store_test::Reap;
+using opt4store_test::ValueShape;
+using opt4store_test::WaitingChild;
+
+constexpr uint64_t kMiB = 1024 * 1024;
+const ValueShape kBig{24 * kMiB, 0};  // more than the arena holds
+
+// Opens a store whose RAM tier cannot hold item 1 and reads up to the
+// point where a reader thread waits for item 1's Put from position 1; then
+// put() sends that Put, and the reader must get the value from the disk
+// tier, with no second source load.
+void ExpectDiskReadAfterPut(const ScratchStore& scratch,
+                            const std::function<void(Store*)>& put) {
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.dataset_size = 2;
+  // A capacity in items: the planner steps a position before its item's
+  // size is known (with one in bytes it waits for the Put that brings it).
+  // The arena is sized for items of up to 8 MiB, plus staging: 17 MiB.
+  o.ram_items = 2;
+  o.staging = 1 * kMiB;
+  o.disk = 256 * kMiB;
+  o.compression = StoreOptions::Compression::kNone;
+  auto store = OpenStore(o, scratch.path());
+  // Item 1 at positions 1 and 2: the policy keeps the Put of position 1
+  // for the read at position 2, whose reader waits for it. (Position 0, a
+  // small item 0, is read first: an expectation from position 0 would be
+  // the prefetcher's.)
+  PlanSpec plan;
+  plan.kind = SamplerKind::kExplicit;
+  plan.dataset_size = 2;
+  plan.ids = std::make_shared<const std::vector<ItemId>>(std::vector<ItemId>{0, 1, 1});
+  REQUIRE(store->SetPlan(plan).ok());
+  const ValueShape small{1024, 0};
+  StringSink sink;
+  REQUIRE(store->Get(0, 0, &sink).IsNotFound());
+  REQUIRE(store->Put(0, 0, SampleMeta(0), SamplePayload(0, small)).ok());
+  REQUIRE(store->Get(1, 1, &sink).IsNotFound());  // the loader's read: a miss
+
+  Status waited;
+  GetSource waited_source = GetSource::kMiss;
+  StringSink waited_value;
+  std::thread reader([&] { waited = store->Get(2, 1, &waited_value, &waited_source); });
+  StoreStats st = store->Stats();
+  for (int i = 0; i < 400 && st.expect_waits == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    st = store->Stats();
+  }
+  const bool reader_waits = st.expect_waits == 1;
+  if (reader_waits) put(store.get());
+  reader.join();
+  REQUIRE(reader_waits);
+
+  INFO(waited.ToString());
+  REQUIRE(waited.ok());
+  CHECK(waited_source == GetSource::kDisk);
+  CHECK(IsSample(1, kBig, waited_value.meta, waited_value.payload));
+  st = store->Stats();
+  CHECK(st.ram_insert_failures >= 1);  // the Put the arena could not take
+  CHECK(st.source_loads == 2);         // positions 0 and 1
+  CHECK(st.hits_disk == 1);
+  CHECK(st.expect_timeouts == 0);
+  REQUIRE(store->Close().ok());
+}
+
+}  // namespace
+
+TEST_CASE("Store: a reader waiting for a Put that RAM cannot take reads it from disk",
+          "[store][faults]") {
+  ScratchStore scratch;
+  // The owner's own Put: its planner thread writes it to the disk tier.
+  ExpectDiskReadAfterPut(scratch, [](Store* store) {
+    REQUIRE(store->Put(1, 1, SampleMeta(1), SamplePayload(1, kBig)).ok());
+  });
+}
+
+TEST_CASE("Store: a reader waiting for a worker's Put that RAM cannot take reads it from disk",
+          "[store][faults][multiprocess]") {
+  ScratchStore scratch;
+  // A worker's Put, through the queue: the planner thread takes it and
+  // writes it to the disk tier at once.
+  WaitingChild worker = ForkWaitingChild([](int, const std::string& handle) {
+    std::unique_ptr<Store> joined;
+    if (!Store::Attach(handle, &joined).ok()) return 1;
+    if (!joined->Put(1, 1, SampleMeta(1), SamplePayload(1, kBig)).ok()) return 2;
+    return joined->Close().ok() ? 0 : 3;
+  });
+  int status = -1;
+  ExpectDiskReadAfterPut(scratch, [&](Store* store) {
+    REQUIRE(Go(&worker, store->handle()));
+    status = Reap(worker.pid);
+  });
+  if (status == -1) {  // never let go: it ends with kExitNoGo
+    close(worker.go_fd);
+    status = Reap(worker.pid);
+  }
+  close(worker.fd);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+}  // namespace opt4store
