@@ -51,6 +51,12 @@ bool PutAndClose(const std::string& dir, ItemId begin, ItemId end) {
 // Runs fn in a forked child, killed after 60 s; true when it returned true.
 template <typename Fn>
 bool InForkedChild(Fn fn) {
+  // The parent's pool threads, done with their last job, go back to their
+  // wait first: idle, as this file assumes. Forked while one still ended a
+  // job (freeing its closure), the child would inherit what that thread
+  // held then; in one CI run under ASan (2026-11-28), the child's own pool
+  // threads never ran the jobs it scheduled.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::fflush(stdout);
   const pid_t parent = getpid();
   const pid_t pid = fork();
