@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <functional>
@@ -133,6 +134,60 @@ TEST_CASE("Store: a reader waiting for a worker's Put that RAM cannot take reads
   close(worker.fd);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("Store: a read in the next epoch finds a Put still on its way to the disk tier",
+          "[store][faults]") {
+  ScratchStore scratch;
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.dataset_size = 2;
+  o.ram_items = 2;  // the arena: 17 MiB, as above
+  o.staging = 1 * kMiB;
+  o.disk = 256 * kMiB;
+  o.compression = StoreOptions::Compression::kNone;
+  // The planner thread, which writes the owner's Puts to the disk tier,
+  // parks while `hold` is set: the Put stays in the owner's pending writes.
+  auto hold = std::make_shared<std::atomic<bool>>(false);
+  auto parked = std::make_shared<std::atomic<bool>>(false);
+  o.planner_turn_for_testing = [hold, parked] {
+    while (hold->load()) {
+      parked->store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    parked->store(false);
+  };
+  auto store = OpenStore(o, scratch.path());
+  // Two epochs of two: item 1 at positions 1 and 2.
+  PlanSpec plan;
+  plan.kind = SamplerKind::kExplicit;
+  plan.dataset_size = 2;
+  plan.epoch_length = 2;
+  plan.ids = std::make_shared<const std::vector<ItemId>>(std::vector<ItemId>{0, 1, 1, 0});
+  REQUIRE(store->SetPlan(plan).ok());
+  const ValueShape small{1024, 0};
+  StringSink sink;
+  REQUIRE(store->Get(0, 0, &sink).IsNotFound());
+  REQUIRE(store->Put(0, 0, SampleMeta(0), SamplePayload(0, small)).ok());
+  hold->store(true);
+  for (int i = 0; i < 2000 && !parked->load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(parked->load());
+  REQUIRE(store->Get(1, 1, &sink).IsNotFound());
+  REQUIRE(store->Put(1, 1, SampleMeta(1), SamplePayload(1, kBig)).ok());  // RAM cannot take it
+
+  StringSink next_epoch;
+  GetSource source = GetSource::kMiss;
+  const Status s = store->Get(2, 1, &next_epoch, &source);
+  hold->store(false);
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+  CHECK(source == GetSource::kDisk);
+  CHECK(IsSample(1, kBig, next_epoch.meta, next_epoch.payload));
+  const StoreStats st = store->Stats();
+  CHECK(st.source_loads == 2);  // positions 0 and 1
+  REQUIRE(store->Close().ok());
 }
 
 }  // namespace opt4store

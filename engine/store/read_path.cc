@@ -286,6 +286,22 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
   std::vector<uint64_t> versions;
   std::vector<uint64_t> disk_bytes(n, 0);  // per kDisk read: its meta + payload bytes
   bool plan_awaited = false;  // AwaitPlanned: once a batch
+  // Read i from the disk tier: true when it holds the item (read below,
+  // with the batch's other disk reads); in the owner, a Put of it still on
+  // its way there is read now.
+  auto look_on_disk = [&](size_t i) {
+    if (!owner_gone && ctl_->OnDisk(ids[i])) return true;
+    if (owner && disk_) {
+      bool pending = false;
+      statuses[i] = ReadPendingWrite(ids[i], sinks[i], &pending, &disk_bytes[i]);
+      if (!statuses[i].ok()) {
+        done[i] = 1;
+      } else if (pending) {
+        where[i] = GetSource::kDisk;
+      }
+    }
+    return false;
+  };
   for (size_t i = 0; i < n; ++i) {
     if (done[i]) continue;
     if (hit[i]) {
@@ -364,20 +380,12 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
       } else if (found) {
         where[i] = GetSource::kRam;
       } else {
-        // Waited in vain, or the prefetcher did not keep it: the disk may
-        // still hold it.
-        try_disk = !owner_gone && ctl_->OnDisk(ids[i]);
+        // Waited in vain, or the prefetcher did not keep it, or RAM could
+        // not take its Put: the disk tier may hold it, or soon will.
+        try_disk = look_on_disk(i);
       }
-    } else if (!owner_gone && ctl_->OnDisk(ids[i])) {
-      try_disk = true;
-    } else if (owner && disk_) {
-      // Put by this process and still on its way to the disk tier.
-      statuses[i] = ReadPendingWrite(ids[i], sinks[i], &found, &disk_bytes[i]);
-      if (!statuses[i].ok()) {
-        done[i] = 1;
-      } else if (found) {
-        where[i] = GetSource::kDisk;
-      }
+    } else {
+      try_disk = look_on_disk(i);
     }
     if (try_disk) {
       from_disk.push_back(i);
