@@ -42,12 +42,8 @@ using opt4store_test::WaitingChild;
 constexpr uint64_t kMiB = 1024 * 1024;
 const ValueShape kBig{24 * kMiB, 0};  // more than the arena holds
 
-// Opens a store whose RAM tier cannot hold item 1 and reads up to the
-// point where a reader thread waits for item 1's Put from position 1; then
-// put() sends that Put, and the reader must get the value from the disk
-// tier, with no second source load.
-void ExpectDiskReadAfterPut(const ScratchStore& scratch,
-                            const std::function<void(Store*)>& put) {
+// Two items, a disk tier, and a RAM tier whose arena kBig does not fit in.
+StoreOptions SmallArenaOptions(const ScratchStore& scratch) {
   StoreOptions o;
   o.shm_prefix = scratch.prefix();
   o.dataset_size = 2;
@@ -58,7 +54,16 @@ void ExpectDiskReadAfterPut(const ScratchStore& scratch,
   o.staging = 1 * kMiB;
   o.disk = 256 * kMiB;
   o.compression = StoreOptions::Compression::kNone;
-  auto store = OpenStore(o, scratch.path());
+  return o;
+}
+
+// Opens a store whose RAM tier cannot hold item 1 and reads up to the
+// point where a reader thread waits for item 1's Put from position 1; then
+// put() sends that Put, and the reader must get the value from the disk
+// tier, with no second source load.
+void ExpectDiskReadAfterPut(const ScratchStore& scratch,
+                            const std::function<void(Store*)>& put) {
+  auto store = OpenStore(SmallArenaOptions(scratch), scratch.path());
   // Item 1 at positions 1 and 2: the policy keeps the Put of position 1
   // for the read at position 2, whose reader waits for it. (Position 0, a
   // small item 0, is read first: an expectation from position 0 would be
@@ -139,13 +144,7 @@ TEST_CASE("Store: a reader waiting for a worker's Put that RAM cannot take reads
 TEST_CASE("Store: a read in the next epoch finds a Put still on its way to the disk tier",
           "[store][faults]") {
   ScratchStore scratch;
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.dataset_size = 2;
-  o.ram_items = 2;  // the arena: 17 MiB, as above
-  o.staging = 1 * kMiB;
-  o.disk = 256 * kMiB;
-  o.compression = StoreOptions::Compression::kNone;
+  StoreOptions o = SmallArenaOptions(scratch);
   // The planner thread, which writes the owner's Puts to the disk tier,
   // parks while `hold` is set: the Put stays in the owner's pending writes.
   auto hold = std::make_shared<std::atomic<bool>>(false);
