@@ -54,7 +54,15 @@ void Store::Impl::RamUsage(uint64_t* items, uint64_t* bytes) const {
   *bytes = st.bytes_used;
 }
 void Store::Impl::Evict(ItemId id) { ram_->Evict(id).PermitUncheckedError(); }
-void Store::Impl::ExpectPut(ItemId id, uint64_t position) { ctl_->SetExpected(id, position); }
+void Store::Impl::ExpectPut(ItemId id, uint64_t position) {
+  // The planner runs ahead of the readers, into later epochs: a later
+  // admission of the same item must not replace an earlier read's pending
+  // expectation, which that read's Put clears (0: the prefetcher's).
+  const uint64_t pending = ctl_->ExpectedFrom(id);
+  if (pending == kNoPosition || pending == 0 || position < pending) {
+    ctl_->SetExpected(id, position);
+  }
+}
 void Store::Impl::SetNextUse(ItemId id, uint64_t position) {
   if (disk_) disk_->SetNextUse(id, position);
 }
