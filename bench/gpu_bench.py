@@ -26,13 +26,14 @@ the runs. Configurations: no_cache (the plain Dataset); lru_ram (policy=
 RAM 30% + the disk tier, default prefetch); each run with up to three
 transfers: "copy" moves every batch of torch's DataLoader with a blocking
 .to(device) from pageable memory (a loop without pin_memory); "to_device"
-wraps that loader in opt4store.to_device (a background thread pulls batches
-ahead, through reused pinned buffers, copied on a side stream while the
-model computes); "loader" (store configurations only) is
-opt4store.DataLoader(device=...), which assembles hits natively and copies
-them the same way. "ratios" has each configuration's total against no_cache
-with the same transfer (the loader's against no_cache's copy), and to_device
-and loader against copy. --configs and --transfers run a subset.
+wraps that loader in opt4store.to_device (batches staged ahead through
+reused pinned buffers, copied on a side stream while the model computes, on
+a background thread where the pace rule puts them: "on_thread"); "loader" is
+opt4store.DataLoader(device=...) (store configurations only), which
+assembles hits natively and copies them the same way. "ratios" has each
+configuration's total against no_cache with the same transfer (the loader's
+against no_cache's copy), and to_device and loader against copy. --configs
+and --transfers run a subset.
 
 One training step: x.float()/255, normalised, forward under autocast, cross
 entropy against synthetic labels (index % classes), backward through the
@@ -99,7 +100,8 @@ import opt4store
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from demo import OUT, WithIndex  # noqa: E402
 from e2e_bench import image_set, reference_for  # noqa: E402
-from gpu_results import CONFIGS, TRANSFERS, merge, ratios  # noqa: E402
+from gpu_results import (CONFIGS, TRANSFERS, batches_on_thread, merge, ratios,  # noqa: E402
+                         skip_without_gpu)
 from heavy_images import HEAVY_SIDE, HEAVY_WORK, heavy_image_set  # noqa: E402
 
 BATCH = 16
@@ -333,12 +335,13 @@ def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
             now = store.stats()
             per_epoch.append({k: now.get(k, 0) - previous.get(k, 0) for k in STAT_KEYS})
             previous = dict(now)
+    on_thread = batches_on_thread(batches)
     del batches
     if store is not None:
         store.close()
         shutil.rmtree(store_dir, ignore_errors=True)
     return {"epoch_times": times, "wait_s": waits, "total": sum(times), "per_epoch": per_epoch,
-            "checked": checker.checked, "wrong": checker.wrong}
+            "checked": checker.checked, "wrong": checker.wrong, "on_thread": on_thread}
 
 
 def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir):
@@ -387,6 +390,7 @@ def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir)
             row["sm_mhz"][transfer] = [floor_mhz, sm_clock_mhz(trainer.device)]
         row["floor_s"] = row["floor_before_s"][row["order"][0]]
         out["rounds"].append(row)
+    out["on_thread"] = {t: batches_on_thread(loaders[t]) for t in transfers}
     del loaders, plain
     out["stats"] = {k: v for k, v in store.stats().items() if k in STAT_KEYS}
     store.close()
@@ -456,21 +460,7 @@ def main():
     os.makedirs(os.path.dirname(json_path), exist_ok=True)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        reason = "no CUDA device (torch.cuda.is_available() is False on this machine)"
-        print(f"gpu_bench: skipped: {reason}")
-        try:
-            with open(json_path) as f:
-                earlier = json.load(f)
-        except (OSError, ValueError):
-            earlier = {}
-        if earlier.get("results") or earlier.get("heavy"):
-            # Results from a GPU machine stay; the report shows their date.
-            print(f"gpu_bench: kept the results of {earlier['machine'].get('date')} "
-                  f"({earlier['machine'].get('gpu')}) in {json_path}")
-            return 0
-        with open(json_path, "w") as f:
-            json.dump({"skipped": reason, "machine": machine("cpu")}, f, indent=1)
-        return 0
+        return skip_without_gpu(json_path, machine("cpu"))
 
     names = (["heavy"] if args.heavy else args.settings.split(",") if args.settings else
              ["standard"] if args.quick else list(SETTINGS))
@@ -559,6 +549,7 @@ def main():
                               + ("  vs floor " + " ".join(f"{v:.2f}" for v in r["epoch_vs_floor"])
                                  if "epoch_vs_floor" in r else "")
                               + "  waited " + " ".join(f"{t:.3f}" for t in r["wait_s"])
+                              + f"  on thread {r['on_thread']}"
                               + f"  checked {r['checked']} wrong {r['wrong']}", flush=True)
                 results[name][model][str(workers)] = runs
                 if rounds and "opt_disk_prefetch" in configs:
@@ -573,7 +564,8 @@ def main():
                                           f" (waited {row['wait_s'][t]:.3f})"
                                           for t in row["order"]), flush=True)
                     print(f"{name:8s} {model:24s} workers={workers} paired: source loads "
-                          f"{p['source_loads']} of {n}; checked {p['checked']} "
+                          f"{p['source_loads']} of {n}; on thread {p['on_thread']}; "
+                          f"checked {p['checked']} "
                           f"wrong {p['wrong']}", flush=True)
         del trainer
 

@@ -33,6 +33,34 @@ def ratios(results):
     return out
 
 
+def batches_on_thread(batches):
+    """How many batches to_device's background thread staged for `batches`
+    (a DeviceLoader, or an opt4store.DataLoader with device=), or None for a
+    loop with no DeviceLoader."""
+    device_loader = getattr(batches, "_on_device", batches)
+    return getattr(device_loader, "batches_on_thread", None)
+
+
+def skip_without_gpu(json_path, machine):
+    """gpu_bench's run on a machine with no CUDA device: results from a GPU
+    machine already at json_path stay (the report shows their date); else
+    a file saying why nothing ran. Returns the exit status, 0."""
+    reason = "no CUDA device (torch.cuda.is_available() is False on this machine)"
+    print(f"gpu_bench: skipped: {reason}")
+    try:
+        with open(json_path) as f:
+            earlier = json.load(f)
+    except (OSError, ValueError):
+        earlier = {}
+    if earlier.get("results") or earlier.get("heavy"):
+        print(f"gpu_bench: kept the results of {earlier['machine'].get('date')} "
+              f"({earlier['machine'].get('gpu')}) in {json_path}")
+        return 0
+    with open(json_path, "w") as f:
+        json.dump({"skipped": reason, "machine": machine}, f, indent=1)
+    return 0
+
+
 FIXED_SETTINGS = ("images", "epochs", "batch", "ram_ratio", "amp", "jpeg_side")
 
 

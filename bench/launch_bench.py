@@ -17,9 +17,13 @@ Loaders, over a store holding every item in RAM (400 items of 3x256x256
 uint8 with their index, batch 16, 0 workers; every read a hit):
   torch   torch's DataLoader over a CachedDataset
   native  opt4store.DataLoader
-each run "inline" (the loop calls next() itself) and "thread" (the loader
-advanced by the background thread that opt4store.to_device uses, with no
-copy to make here, up to 2 batches ahead). Per round, for each of the four,
+each run "inline" (the loop calls next() itself), "thread" (the loader
+always advanced by the background thread that opt4store.to_device uses,
+with no copy to make here, up to 2 batches ahead) and "paced" (to_device's
+default: each batch staged in the loop's thread or on that thread by the
+pace rule, one pace per loader kept across rounds, as a DeviceLoader keeps
+its own; "on_thread" counts its batches staged on the thread). Per round,
+for each of the six,
 one pass of the floor (the same steps with no loading), then one epoch;
 each epoch is set against that pass. Also each loader's epoch alone, with
 no step. Reported: the median and the range of the ratios over ROUNDS, and
@@ -44,13 +48,13 @@ import torch
 import torch.utils.data
 
 import opt4store
-from opt4store.device import _ahead
+from opt4store.device import _ahead, _Pace, _paced
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_bench import machine_info  # noqa: E402
 
 ITEMS, BATCH, SIDE, SEED = 400, 16, 256, 1
-LOADERS, PLACES = ("torch", "native"), ("inline", "thread")
+LOADERS, PLACES = ("torch", "native"), ("inline", "thread", "paced")
 
 
 class Items(torch.utils.data.Dataset):
@@ -126,19 +130,23 @@ def measure(loaders, step, rounds):
     waits = {k: [] for k in ratios}
     batches_seen = dict.fromkeys(ratios, 0)
     alone_s = {n: [] for n in LOADERS}
+    paces = {n: _Pace() for n in LOADERS}
     for _ in range(rounds):
         for name in LOADERS:
             alone_s[name].append(alone(loaders[name]))
             for place in PLACES:
                 f = floor(step, steps)
-                batches = (loaders[name] if place == "inline" else
-                           _ahead(iter(loaders[name]), lambda b: b, 2))
+                batches = {"inline": lambda: loaders[name],
+                           "thread": lambda: _ahead(iter(loaders[name]), lambda b: b, 2),
+                           "paced": lambda: _paced(iter(loaders[name]), lambda b: b, 2,
+                                                   paces[name])}[place]()
                 seconds, waited, count = epoch(batches, step)
                 ratios[f"{name}/{place}"].append(seconds / f)
                 waits[f"{name}/{place}"].append(waited)
                 batches_seen[f"{name}/{place}"] += count
     return {"calls_a_step": step.calls, "epoch_vs_floor": ratios, "wait_s": waits,
-            "batches": batches_seen, "loader_alone_s": alone_s}
+            "batches": batches_seen, "loader_alone_s": alone_s,
+            "on_thread": {f"{n}/paced": paces[n].batches_on_thread for n in LOADERS}}
 
 
 def main():

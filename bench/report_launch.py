@@ -18,7 +18,9 @@ def section_launch(data, path, machine_line):
             "the GIL released (as a step waits for its GPU). %s items of %s uint8 with their "
             "index, all in RAM (every read a hit; source loads %s), batch %s, %s workers. "
             "inline: the loop calls next() itself; thread: the loader advanced %s batches "
-            "ahead by the background thread of `opt4store.to_device` (no copy on the CPU). "
+            "ahead by the background thread of `opt4store.to_device` (no copy on the CPU); "
+            "paced: `to_device`'s default, each batch staged in the loop's thread or on "
+            "that thread by the pace rule (on thread: its batches staged there). "
             "Each epoch over a floor pass (the same steps, no loading) taken just before it; "
             "medians and ranges over %s rounds; waited = the loop's time in next() (median)." % (
                 os.path.basename(path), machine_line(data, path), s.get("step_ms"),
@@ -26,12 +28,15 @@ def section_launch(data, path, machine_line):
                 data.get("source_loads"), s.get("batch"), s.get("workers"), s.get("depth"),
                 s.get("rounds")), "",
             "| wait ms a step | loader | place | epoch / floor, median | range | waited s | "
-            "loader alone s an epoch |", "| ---: | --- | --- | ---: | --- | ---: | ---: |"]
+            "loader alone s an epoch | on thread |",
+            "| ---: | --- | --- | ---: | --- | ---: | ---: | ---: |"]
     for wait, r in runs.items():
         for key, vs in r["epoch_vs_floor"].items():
             loader, place = key.split("/")
-            out.append("| %s | %s | %s | %.3f | %.2f-%.2f | %.4f | %.4f |" % (
+            on_thread = {"inline": 0, "thread": r["batches"][key]}.get(
+                place, r.get("on_thread", {}).get(key, "-"))
+            out.append("| %s | %s | %s | %.3f | %.2f-%.2f | %.4f | %.4f | %s |" % (
                 wait, loader, place, statistics.median(vs), min(vs), max(vs),
                 statistics.median(r["wait_s"][key]),
-                statistics.median(r["loader_alone_s"][loader])))
+                statistics.median(r["loader_alone_s"][loader]), on_thread))
     return out + [""]

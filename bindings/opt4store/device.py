@@ -1,26 +1,43 @@
 """to_device: batches copied to the GPU ahead of the step that uses them.
 
-On CUDA, a DeviceLoader runs the loader in a background thread up to
-``depth`` batches ahead of the caller. For each batch that thread copies
-every CPU tensor into a pinned host buffer, one of ``depth + 1`` slots reused
-round-robin, and issues the host-to-device copies with non_blocking on a side
-stream. So the loader's own work (all of it with num_workers=0), the copy into
-pinned memory and the transfer overlap the caller's compute on earlier
-batches. Tensors that are already pinned (DataLoader pin_memory=True) are
-copied from where they are.
+On CUDA, a DeviceLoader copies every CPU tensor of a batch into a pinned
+host buffer, one of max(depth, 1) + 1 slots reused round-robin, and issues
+the host-to-device copies with non_blocking on a side stream. It stages
+each batch before the caller asks for it, in one of two places, chosen
+batch by batch (the pace rule):
 
-depth=0: no thread. The caller's next() takes the following batch from the
-loader and stages it (pinned copy, copies queued on the side stream) before
-it returns the current one, so only the transfer overlaps the caller's
-compute. It is meant for a step bound by its kernel launches, from which a
-thread's Python work would take the GIL (bench/launch_bench.py).
+- in the caller's thread: its next() takes the following batch from the
+  loader and stages it before it returns the current one, so the transfer
+  overlaps the caller's step, and loading adds to the caller's time;
+- on a background thread, up to ``depth`` batches ahead: loading, the
+  pinned copy and the transfer overlap the caller's step, but the thread's
+  Python work takes the GIL from it. A step bound by its kernel launches (a
+  small model at a small batch on a fast GPU) retakes the GIL at every
+  launch and pays for that work and the handoffs (the CPU stand-in
+  bench/launch_bench.py, and the paired rounds of bench/gpu_bench.py on an
+  H200: cached epochs came closer to the step's floor with no thread).
 
-Ordering: a slot is refilled only after the copy out of it has completed (the
-thread, or the caller with depth=0, waits on the CUDA event recorded after
-that copy). The caller's current
-stream waits on a batch's event before the batch is yielded, and each device
-tensor is tied to that stream (record_stream), so its memory is not reused
-while the caller's kernels read it.
+The pace rule: loading is measured in CPU seconds of the thread that does
+it (time.thread_time over the loader's next() and the staging: its work,
+not its waits for worker processes or the GIL), the step in wall seconds
+between the caller's next() calls, each the median of the last
+_PACE_WINDOW batches. Loading moves to the thread when it costs more than
+an eighth of the step and more than 1 ms (a decode with num_workers=0, an
+epoch of misses), and back to the caller's thread when it falls under half
+of that (cached epochs, batches that worker processes made). So an epoch
+that decodes runs its decoding beside the step, and a cached epoch pays
+only its small loading in the caller's thread, with no thread to take the
+GIL. The choice and the windows are kept across epochs of one
+DeviceLoader; ``batches_on_thread`` counts the batches the thread staged.
+depth=0: always in the caller's thread.
+
+Ordering: a slot is refilled only after the copy out of it has completed
+(the stager waits on the CUDA event recorded after that copy), and one
+thread at a time stages (the background thread is stopped and joined, its
+staged batches kept in order, before the caller's thread stages again).
+The caller's current stream waits on a batch's event before the batch is
+yielded, and each device tensor is tied to that stream (record_stream), so
+its memory is not reused while the caller's kernels read it.
 
 Memory: pinned host memory of (max(depth, 1) + 1) x the largest batch,
 allocated on the first batch and kept across epochs (a leaf's buffer is
@@ -30,21 +47,24 @@ depth + 3 batches (queued, being copied, and the caller's last two).
 
 Threads: iterate a DeviceLoader from one thread at a time, as a DataLoader
 (two iterations alive at once each get their own slots). The loader's
-iterator is created in the caller's thread and advanced in the background
-thread (in the caller's with depth=0), which a DataLoader allows. An
-exception raised by the loader is raised in the caller in place of the batch
-that failed. Leaving the loop early (break, an exception) stops the
-background thread and waits for it, which takes at most the time to load
-the batch it is on.
+iterator is created in the caller's thread and advanced in it or in the
+background thread, one at a time, which a DataLoader allows. An exception
+raised by the loader is raised in the caller in place of the batch that
+failed, after the batches before it. Leaving the loop early (break, an
+exception) stops the background thread and waits for it, which takes at
+most the time to load the batch it is on.
 
 On the CPU, to_device returns the loader itself. Batches keep their
 containers (tuple, list, dict, namedtuple); other values pass as they are.
 """
 
 import atexit
+import collections
 import itertools
 import queue
+import statistics
 import threading
+import time
 import weakref
 
 import torch
@@ -54,6 +74,14 @@ from ._errors import InvalidArgumentError, InvalidTypeError
 
 # The most batches DeviceLoader copies ahead: each holds a pinned buffer.
 _MAX_DEPTH = 1 << 10
+# The pace rule (module docstring): the batches whose medians decide, the
+# steps timed before the first decision, the share of the step above which
+# loading goes to the thread (back in the caller's thread under half of
+# it), and the load under which a thread never pays for its handoffs.
+_PACE_WINDOW = 4
+_PACE_MIN_STEPS = 2
+_THREAD_STEP_SHARE = 1 / 8
+_THREAD_MIN_LOAD_S = 1e-3
 
 
 def check_device(name, device):
@@ -105,69 +133,142 @@ def _stop_running():
         thread.join(timeout=10)
 
 
-def _staged_inline(iterator, stage):
-    """Yields stage(batch) for each batch of iterator, in the caller's thread,
-    each following batch staged before the current one is yielded. What the
-    iterator or stage raises is raised in place of its batch, after the
-    batches before it, as _ahead does."""
-    pending = _END
-    while True:
-        try:
-            following = stage(next(iterator))
-        except StopIteration:
-            following = _END
-        except BaseException as e:  # noqa: B902  raised after the batch before it
-            following = _Failed(e)
-        if pending is not _END:
-            yield pending
-        if isinstance(following, _Failed):
-            raise following.error
-        if following is _END:
-            return
-        pending = following
+class _Pace:
+    """Where a DeviceLoader stages its next batches: in the caller's thread
+    or on a background thread (the pace rule in the module's docstring).
+    Fed from the caller's thread only: the background thread hands its
+    loads over with the batches."""
+
+    def __init__(self):
+        self.loads = collections.deque(maxlen=_PACE_WINDOW)  # CPU s loading a batch
+        self.steps = collections.deque(maxlen=_PACE_WINDOW)  # wall s between next() calls
+        self.on_thread = False
+        self.batches_on_thread = 0  # staged on the background thread, since creation
+
+    def choose(self):
+        """Whether the following batches are staged on a background thread."""
+        if len(self.steps) >= _PACE_MIN_STEPS:
+            load, step = statistics.median(self.loads), statistics.median(self.steps)
+            limit = max(_THREAD_MIN_LOAD_S, step * _THREAD_STEP_SHARE)
+            self.on_thread = load > (limit / 2 if self.on_thread else limit)
+        return self.on_thread
 
 
-def _ahead(iterator, stage, depth):
-    """Yields stage(batch) for each batch of iterator, computed in a
-    background thread up to depth batches ahead. What the iterator or stage
-    raises is raised here; closing this generator stops the thread."""
-    ready = queue.Queue(depth)
-    stop = threading.Event()
+class _Filler:
+    """The background thread of a paced iteration: stages batches of the
+    iterator up to depth ahead into a queue, each with its load's CPU
+    seconds, until the iterator ends or stop() is called."""
 
-    def put(item):
-        while not stop.is_set():
+    def __init__(self, iterator, stage, depth):
+        self._ready = queue.Queue(depth)
+        self._held = []  # a staged item stop() kept from the full queue
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._fill, args=(iterator, stage),
+                                        name="opt4store-to-device", daemon=True)
+        _running[self._thread] = self._stop
+        self._thread.start()
+
+    def _put(self, item):
+        while not self._stop.is_set():
             try:
-                ready.put(item, timeout=0.1)
-                return True
+                self._ready.put(item, timeout=0.1)
+                return
             except queue.Full:
                 pass
-        return False
+        self._held.append(item)
 
-    def fill():
+    def _fill(self, iterator, stage):
         try:
-            for batch in iterator:
-                if stop.is_set() or not put(stage(batch)):
+            while not self._stop.is_set():
+                c0 = time.thread_time()
+                try:
+                    batch = next(iterator)
+                except StopIteration:
+                    self._put(_END)
                     return
-            put(_END)
+                self._put((stage(batch), time.thread_time() - c0, True))
         except BaseException as e:  # noqa: B902  handed to the caller, not swallowed
-            put(_Failed(e))
+            self._put(_Failed(e))
         finally:
             _running.pop(threading.current_thread(), None)
 
-    thread = threading.Thread(target=fill, name="opt4store-to-device", daemon=True)
-    _running[thread] = stop
-    thread.start()
+    def get(self):
+        """The next item: (staged batch, load CPU s, True), _END or a _Failed."""
+        return self._ready.get()
+
+    def stop(self):
+        """Stops and joins the thread (after the batch it is loading, if
+        any); returns the items it staged and nobody took, in order."""
+        self._stop.set()
+        self._thread.join()
+        left = []
+        while True:
+            try:
+                left.append(self._ready.get_nowait())
+            except queue.Empty:
+                return left + self._held
+
+
+def _paced(iterator, stage, depth, pace):
+    """Yields stage(batch) for each batch of iterator: one staged ahead in
+    the caller's thread, or, while pace chooses a thread (never with
+    depth=0), up to depth ahead on a background thread. What the iterator
+    or stage raises is raised in place of its batch, after the batches
+    before it; closing this generator stops the thread."""
+
+    def staged_here():
+        c0 = time.thread_time()
+        try:
+            item = stage(next(iterator))
+        except StopIteration:
+            return _END
+        except BaseException as e:  # noqa: B902  raised after the batch before it
+            return _Failed(e)
+        return item, time.thread_time() - c0, False
+
+    ready = collections.deque()  # staged items to yield before loading more
+    filler = None
     try:
         while True:
-            item = ready.get()
+            item = ready.popleft() if ready else filler.get() if filler else staged_here()
             if item is _END:
                 return
             if isinstance(item, _Failed):
                 raise item.error
-            yield item
+            batch, load, on_thread = item
+            pace.loads.append(load)
+            pace.batches_on_thread += on_thread
+            if depth and not filler and not ready and pace.choose():
+                filler = _Filler(iterator, stage, depth)
+            elif filler and not pace.choose():
+                ready.extend(filler.stop())
+                filler = None
+            if not filler and not ready:
+                ready.append(staged_here())  # the following batch, before this one is yielded
+            t0 = time.perf_counter()
+            yield batch
+            pace.steps.append(time.perf_counter() - t0)
     finally:
-        stop.set()
-        thread.join()
+        if filler:
+            filler.stop()
+
+
+def _ahead(iterator, stage, depth):
+    """Yields stage(batch) for each batch of iterator, always staged on a
+    background thread up to depth batches ahead (bench/launch_bench.py's
+    "thread"). What the iterator or stage raises is raised here; closing
+    this generator stops the thread."""
+    filler = _Filler(iterator, stage, depth)
+    try:
+        while True:
+            item = filler.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            yield item[0]
+    finally:
+        filler.stop()
 
 
 class _PinnedRing:
@@ -237,9 +338,16 @@ class DeviceLoader:
         self.non_blocking = check_bool("non_blocking", non_blocking)
         self.depth = check_int("depth", depth, 0, _MAX_DEPTH)
         self._ring = None  # kept between iterations; the running one holds it
+        self._pace = _Pace()  # kept between iterations too
 
     def __len__(self):
         return len(self.loader)
+
+    @property
+    def batches_on_thread(self):
+        """How many batches the background thread has staged, over every
+        iteration (the rest were staged in the caller's thread)."""
+        return self._pace.batches_on_thread
 
     def __iter__(self):
         if self.device.type == "cpu":
@@ -254,8 +362,7 @@ class DeviceLoader:
         ring, self._ring = self._ring, None
         if ring is None or ring.device != device:
             ring = _PinnedRing(device, max(self.depth, 1) + 1, self.non_blocking)
-        batches = (_ahead(iter(self.loader), ring.stage, self.depth) if self.depth else
-                   _staged_inline(iter(self.loader), ring.stage))
+        batches = _paced(iter(self.loader), ring.stage, self.depth, self._pace)
         try:
             for moved, event in batches:
                 current = torch.cuda.current_stream(device)
@@ -270,9 +377,10 @@ class DeviceLoader:
 def to_device(loader, device, non_blocking=True, depth=2):
     """Wraps a loader so that its batches arrive on ``device``, copied ahead
     of the caller through pinned memory on a side CUDA stream (DeviceLoader):
-    up to ``depth`` batches ahead on a background thread, or with depth=0 one
-    batch staged ahead in the caller's thread. On the CPU it is the identity:
-    the loader itself is returned."""
+    one batch staged ahead in the caller's thread, or up to ``depth`` ahead
+    on a background thread while loading costs the step more than a thread
+    would (the pace rule; depth=0: never a thread). On the CPU it is the
+    identity: the loader itself is returned."""
     device = check_device("device", device)
     check_bool("non_blocking", non_blocking)
     check_int("depth", depth, 0, _MAX_DEPTH)

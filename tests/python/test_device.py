@@ -1,11 +1,12 @@
 """to_device: the identity on the CPU; on CUDA, batches arrive on the GPU
-with the same bytes and containers as a blocking copy, copied ahead of the
-caller by a background thread through reused pinned slots.
+with the same bytes and containers as a blocking copy, staged ahead of the
+caller through reused pinned slots.
 
 The CUDA tests skip without a GPU. The parts that need none run everywhere:
 the container-preserving helper (_apply), the background thread that runs
-ahead of the caller (_ahead: order, bound, errors, early exit), and the
-CPU and non-CUDA device paths.
+ahead of the caller (_ahead: order, bound, errors, early exit), staging in
+the caller's thread (_paced with depth 0), and the CPU and non-CUDA device
+paths. test_device_pace.py tests the choice between the two.
 """
 
 import collections
@@ -22,7 +23,7 @@ import torch
 import torch.utils.data
 
 import opt4store
-from opt4store.device import _ahead, _apply, _staged_inline
+from opt4store.device import _ahead, _apply, _Pace, _paced
 from o4s_testlib import (PACKAGE_PARENT, UniformDataset, VariableDataset, assert_same,
                          keep_list)
 
@@ -43,6 +44,11 @@ def make_loader(tmp_path, dataset, loader_class=torch.utils.data.DataLoader, **l
                                        generator=torch.Generator().manual_seed(1)), epochs=2)
     ds = opt4store.CachedDataset(dataset, store, sampler)
     return store, sampler, loader_class(ds, sampler=sampler, batch_size=BATCH, **loader_options)
+
+
+def staged_inline(iterator, stage):
+    """_paced with depth 0: every batch staged in the caller's thread."""
+    return _paced(iterator, stage, 0, _Pace())
 
 
 def fillers():
@@ -248,43 +254,43 @@ def test_ahead_stops_its_thread_on_break():
     assert loader.pulled == pulled
 
 
-def test_staged_inline_yields_every_batch_in_order_one_staged_ahead_in_the_caller():
+def test_depth_0_yields_every_batch_in_order_one_staged_ahead_in_the_caller():
     loader, threads = Counted(7), set()
 
     def stage(batch):
         threads.add(threading.current_thread())
         return batch[0] * 10
 
-    batches = _staged_inline(iter(loader), stage)
+    batches = staged_inline(iter(loader), stage)
     assert next(batches) == 0 and loader.pulled == 2  # the next one staged already
     assert list(batches) == [10, 20, 30, 40, 50, 60]
     assert threads == {threading.current_thread()}
-    assert list(_staged_inline(iter(Counted(0)), stage)) == []
+    assert list(staged_inline(iter(Counted(0)), stage)) == []
 
 
-def test_staged_inline_raises_the_loaders_error_in_place_of_its_batch():
+def test_depth_0_raises_the_loaders_error_in_place_of_its_batch():
     got = []
     with pytest.raises(KeyError, match="batch 3 failed"):
-        for k, _ in _staged_inline(iter(Counted(6, fail_at=3)), lambda b: b):
+        for k, _ in staged_inline(iter(Counted(6, fail_at=3)), lambda b: b):
             got.append(k)
     assert got == [0, 1, 2]
 
 
-def test_staged_inline_raises_the_stages_error_after_the_batch_before():
+def test_depth_0_raises_the_stages_error_after_the_batch_before():
     def stage(batch):
         if batch[0] == 2:
             raise RuntimeError("stage failed")
         return batch
 
-    batches = _staged_inline(iter(Counted(5)), stage)
+    batches = staged_inline(iter(Counted(5)), stage)
     assert [next(batches)[0], next(batches)[0]] == [0, 1]
     with pytest.raises(RuntimeError, match="stage failed"):
         next(batches)
 
 
-def test_staged_inline_pulls_nothing_more_after_a_break():
+def test_depth_0_pulls_nothing_more_after_a_break():
     loader = Counted(1000)
-    for k, _ in _staged_inline(iter(loader), lambda b: b):
+    for k, _ in staged_inline(iter(loader), lambda b: b):
         if k == 2:
             break
     assert loader.pulled == 4

@@ -1,0 +1,137 @@
+"""The pace rule of to_device (bindings/opt4store/device.py): a batch is
+staged on the background thread while loading it costs more CPU time than
+an eighth of the caller's step (and over 1 ms), and in the caller's thread
+otherwise. Tested on _paced, which needs no GPU: the loaders here spend CPU
+time (time.thread_time counts it) or sleep (which it does not count), and
+the loop's step sleeps.
+"""
+
+import threading
+import time
+
+import pytest
+
+from opt4store.device import _Pace, _paced
+
+FILLER = "opt4store-to-device"
+
+
+def burn(seconds):
+    """Spends `seconds` of this thread's CPU time."""
+    c0 = time.thread_time()
+    while time.thread_time() - c0 < seconds:
+        pass
+
+
+class Phases:
+    """A loader whose batch k spends cpu_s(k) of CPU time and sleeps
+    sleep_s(k), then is k; records the thread that loaded each batch."""
+
+    def __init__(self, n, cpu_s=lambda k: 0.0, sleep_s=lambda k: 0.0, fail_at=None):
+        self.n, self.cpu_s, self.sleep_s, self.fail_at = n, cpu_s, sleep_s, fail_at
+        self.loaded_by = {}
+
+    def __iter__(self):
+        for k in range(self.n):
+            burn(self.cpu_s(k))
+            time.sleep(self.sleep_s(k))
+            if k == self.fail_at:
+                raise KeyError(f"batch {k} failed")
+            self.loaded_by[k] = threading.current_thread().name
+            yield k
+
+
+def loop(loader, depth=2, step_s=0.002, pace=None):
+    """The batches a loop gets, each held for a step of step_s (a sleep), and
+    the pace."""
+    pace = pace or _Pace()
+    got = []
+    for k in _paced(iter(loader), lambda b: b, depth, pace):
+        got.append(k)
+        time.sleep(step_s)
+    assert not [t for t in threading.enumerate() if t.name == FILLER]
+    return got, pace
+
+
+def test_a_loader_that_spends_cpu_beyond_the_step_share_moves_to_the_thread():
+    loader = Phases(16, cpu_s=lambda k: 0.010)
+    got, pace = loop(loader, step_s=0.002)
+    assert got == list(range(16))
+    # The first batches are staged in the loop's thread until two steps are timed.
+    on_thread = [k for k in got if loader.loaded_by[k] == FILLER]
+    assert on_thread == list(range(16 - len(on_thread), 16)) and len(on_thread) >= 12
+    assert pace.batches_on_thread == len(on_thread)
+
+
+def test_a_cheap_loader_stays_in_the_callers_thread():
+    loader = Phases(16)
+    got, pace = loop(loader, step_s=0.010)
+    assert got == list(range(16))
+    assert set(loader.loaded_by.values()) == {threading.current_thread().name}
+    assert pace.batches_on_thread == 0
+
+
+def test_waiting_is_not_loading():
+    # As a loader waiting for its worker processes: the thread would only wait too.
+    loader = Phases(12, sleep_s=lambda k: 0.020)
+    got, pace = loop(loader, step_s=0.002)
+    assert got == list(range(12)) and pace.batches_on_thread == 0
+
+
+def test_depth_0_never_starts_the_thread():
+    loader = Phases(10, cpu_s=lambda k: 0.010)
+    got, pace = loop(loader, depth=0, step_s=0.001)
+    assert got == list(range(10)) and pace.batches_on_thread == 0
+
+
+def test_loading_goes_back_to_the_callers_thread_when_it_becomes_cheap():
+    # An epoch that decodes, then cached epochs, then decoding again.
+    slow = set(range(0, 12)) | set(range(36, 48))
+    loader = Phases(60, cpu_s=lambda k: 0.010 if k in slow else 0.0)
+    got, pace = loop(loader, step_s=0.004)
+    assert got == list(range(60))  # every batch once, in order, across the handovers
+    by = loader.loaded_by
+    here = threading.current_thread().name
+    assert [by[k] for k in (8, 9, 10, 11)] == [FILLER] * 4
+    assert all(by[k] == here for k in range(24, 36))
+    assert [by[k] for k in (44, 45, 46, 47)] == [FILLER] * 4
+    assert all(by[k] == here for k in range(56, 60))
+    assert pace.batches_on_thread == sum(1 for k in got if by[k] == FILLER)
+
+
+def test_the_choice_is_kept_by_the_pace_across_epochs():
+    pace = _Pace()
+    loop(Phases(8, cpu_s=lambda k: 0.010), step_s=0.002, pace=pace)
+    assert pace.on_thread
+    # The next epoch's first batch is staged here, the rest on the thread at once.
+    loader = Phases(6, cpu_s=lambda k: 0.010)
+    loop(loader, step_s=0.002, pace=pace)
+    assert [loader.loaded_by[k] == FILLER for k in range(6)] == [False] + [True] * 5
+
+
+def test_an_error_on_the_thread_is_raised_after_the_batches_before_it():
+    loader = Phases(20, cpu_s=lambda k: 0.010, fail_at=9)
+    got = []
+    with pytest.raises(KeyError, match="batch 9 failed"):
+        loop_into(loader, got)
+    assert got == list(range(9)) and loader.loaded_by[8] == FILLER
+    assert not [t for t in threading.enumerate() if t.name == FILLER]
+
+
+def loop_into(loader, got):
+    for k in _paced(iter(loader), lambda b: b, 2, _Pace()):
+        got.append(k)
+        time.sleep(0.002)
+
+
+def test_a_break_on_the_thread_stops_it_and_pulls_little_more():
+    loader = Phases(1000, cpu_s=lambda k: 0.005)
+    batches = _paced(iter(loader), lambda b: b, 2, _Pace())
+    for k in batches:
+        time.sleep(0.001)
+        if k == 10:
+            break
+    batches.close()
+    assert loader.loaded_by[10] == FILLER
+    assert not [t for t in threading.enumerate() if t.name == FILLER]
+    assert len(loader.loaded_by) <= 11 + 2 + 1
