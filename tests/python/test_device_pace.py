@@ -3,17 +3,22 @@ staged on the background thread while loading it costs more CPU time than
 an eighth of the caller's step (and over 1 ms), and in the caller's thread
 otherwise. Tested on _paced, which needs no GPU: the loaders here spend CPU
 time (time.thread_time counts it) or sleep (which it does not count), and
-the loop's step sleeps.
+the loop's step sleeps. On CUDA (skipped without a GPU), batches staged on
+either side of the handovers must arrive with their source's values.
 """
 
 import threading
 import time
 
 import pytest
+import torch
 
+import opt4store
 from opt4store.device import _Pace, _paced
 
 FILLER = "opt4store-to-device"
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 
 def burn(seconds):
@@ -27,8 +32,10 @@ class Phases:
     """A loader whose batch k spends cpu_s(k) of CPU time and sleeps
     sleep_s(k), then is k; records the thread that loaded each batch."""
 
-    def __init__(self, n, cpu_s=lambda k: 0.0, sleep_s=lambda k: 0.0, fail_at=None):
+    def __init__(self, n, cpu_s=lambda k: 0.0, sleep_s=lambda k: 0.0, fail_at=None,
+                 make=lambda k: k):
         self.n, self.cpu_s, self.sleep_s, self.fail_at = n, cpu_s, sleep_s, fail_at
+        self.make = make
         self.loaded_by = {}
 
     def __iter__(self):
@@ -38,7 +45,7 @@ class Phases:
             if k == self.fail_at:
                 raise KeyError(f"batch {k} failed")
             self.loaded_by[k] = threading.current_thread().name
-            yield k
+            yield self.make(k)
 
 
 def loop(loader, depth=2, step_s=0.002, pace=None):
@@ -135,3 +142,27 @@ def test_a_break_on_the_thread_stops_it_and_pulls_little_more():
     assert loader.loaded_by[10] == FILLER
     assert not [t for t in threading.enumerate() if t.name == FILLER]
     assert len(loader.loaded_by) <= 11 + 2 + 1
+
+
+@cuda
+def test_cuda_batches_staged_on_both_sides_of_the_handovers_have_their_values():
+    slow = set(range(0, 10)) | set(range(30, 40))
+    loader = Phases(50, cpu_s=lambda k: 0.010 if k in slow else 0.0,
+                    make=lambda k: (k, torch.full((256, 1024), float(k))))
+    device_loader = opt4store.to_device(loader, "cuda")
+    weight = torch.randn(1024, 1024, device="cuda")
+    wrong = torch.zeros((), dtype=torch.int64, device="cuda")
+    got = []
+    for k, x in device_loader:
+        for _ in range(4):
+            weight = torch.tanh(weight @ weight)  # keeps the stream busy
+        wrong += (x != k).any()
+        got.append(k)
+        time.sleep(0.008)
+    assert got == list(range(50)) and int(wrong) == 0
+    by = loader.loaded_by
+    assert all(by[k] == FILLER for k in range(6, 10)) and all(by[k] == FILLER for k in
+                                                               range(36, 40))
+    assert not any(by[k] == FILLER for k in range(20, 30))
+    assert device_loader.batches_on_thread == sum(1 for k in got if by[k] == FILLER)
+    assert not [t for t in threading.enumerate() if t.name == FILLER]
