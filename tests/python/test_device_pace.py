@@ -15,6 +15,7 @@ import torch
 
 import opt4store
 from opt4store.device import _Pace, _paced
+from o4s_testlib import UniformDataset, uniform_item
 
 FILLER = "opt4store-to-device"
 
@@ -142,6 +143,48 @@ def test_a_break_on_the_thread_stops_it_and_pulls_little_more():
     assert loader.loaded_by[10] == FILLER
     assert not [t for t in threading.enumerate() if t.name == FILLER]
     assert len(loader.loaded_by) <= 11 + 2 + 1
+
+
+class Decoding(UniformDataset):
+    """UniformDataset whose every load spends 2 ms of CPU, as a decode."""
+
+    def __getitem__(self, i):
+        burn(0.002)
+        return super().__getitem__(i)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_store_loader_decodes_on_the_thread_and_serves_hits_here(tmp_path, native):
+    # Epoch 1 decodes (8 items of 2 ms a batch): the thread. Epochs 2-3 are
+    # RAM hits: the loop's thread. The loader's generator is advanced by both
+    # threads in turn (the native loader's read-ahead with it), and every
+    # batch must still be its plan's items, each loaded from the source once.
+    n, batch, epochs = 96, 8, 3
+    store = opt4store.Store(tmp_path / "store", ram_items=n, disk=0)
+    try:
+        sampler = opt4store.PlannedSampler(
+            torch.utils.data.RandomSampler(range(n), generator=torch.Generator().manual_seed(4)),
+            epochs=epochs)
+        data = opt4store.CachedDataset(Decoding(n), store, sampler)
+        loader = (opt4store.DataLoader if native else torch.utils.data.DataLoader)(
+            data, sampler=sampler, batch_size=batch)
+        pace, on_thread, position = _Pace(), [], 0
+        for _ in range(epochs):
+            before = pace.batches_on_thread
+            for x in _paced(iter(loader), lambda b: b, 2, pace):
+                expected = torch.stack([uniform_item(int(i), 64) for i in
+                                        sampler.plan[position:position + batch]])
+                assert torch.equal(x, expected), f"batch at position {position}"
+                position += batch
+                time.sleep(0.002)
+            on_thread.append(pace.batches_on_thread - before)
+        assert position == n * epochs
+        assert store.stats()["source_loads"] == n
+        steps = n // batch
+        assert on_thread[0] >= steps - 3  # all but the first batches timed here
+        assert on_thread[2] <= 3  # back in the loop's thread within a few batches
+    finally:
+        store.close()
 
 
 @cuda
