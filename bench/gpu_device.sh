@@ -17,6 +17,12 @@
 #                                            with the CUDA ones against the
 #                                            installed package; a GPU is
 #                                            required); fails on any failure
+#   bench/gpu_device.sh cuda                 there: build (or reuse the build),
+#                                            then the Python test files that
+#                                            hold CUDA tests, against the
+#                                            build tree (under a minute after
+#                                            the build: for a lease too short
+#                                            for check beside measure)
 #   bench/gpu_device.sh bench [ARGS...]      there: build, then bench/gpu_bench.py
 #                                            ARGS (e.g. --models resnet50
 #                                            --workers 0,8 --json $OUT/g1.json)
@@ -241,6 +247,12 @@ case "${1:-}" in
   check) check ;;
   all) shift; all "$@" ;;
   measure) shift; measure "$@" ;;
+  cuda)
+    build
+    # shellcheck disable=SC2046  # pytest_opts and the file list are lists
+    OPT4STORE_BUILD_DIR="$BUILD" "$PYTHON" -m pytest -q -p no:cacheprovider $(pytest_opts) \
+      $(grep -l 'torch.cuda.is_available' tests/python/test_*.py)
+    ;;
   bench)
     shift
     build
