@@ -396,6 +396,7 @@ def _entry_points(ctx):
         ("parse_size", lambda b: opt4store.parse_size(b)),
         ("to_device(depth=)", lambda b: opt4store.to_device([], "cpu", depth=b)),
         ("to_device(device=)", lambda b: opt4store.to_device([], b)),
+        ("to_device(pace=)", lambda b: opt4store.to_device([], "cpu", pace=b)),
         ("resolve_layout", lambda b: distributed.resolve_layout(b, 2)),
     ]
     return points

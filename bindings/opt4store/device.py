@@ -29,7 +29,15 @@ that decodes runs its decoding beside the step, and a cached epoch pays
 only its small loading in the caller's thread, with no thread to take the
 GIL. The choice and the windows are kept across epochs of one
 DeviceLoader; ``batches_on_thread`` counts the batches the thread staged.
-depth=0: always in the caller's thread.
+depth=0: always in the caller's thread. pace=False: always on the thread.
+
+The rule's share assumes a step whose host thread is busy, as a
+launch-bound one is. A step that mostly waits for its GPU (a large batch,
+a sync such as loss.item() in every step) loses little to a thread's GIL
+work, while loading in its thread leaves the GPU idle for that time: by
+the rule up to an eighth of the step (a batch whose pinned copy takes 8 ms
+beside a 300 ms step stays in the caller's thread, 2.7%). For such a step
+pace=False puts every batch on the thread.
 
 Ordering: a slot is refilled only after the copy out of it has completed
 (the stager waits on the CUDA event recorded after that copy), and one
@@ -137,17 +145,18 @@ class _Pace:
     """Where a DeviceLoader stages its next batches: in the caller's thread
     or on a background thread (the pace rule in the module's docstring).
     Fed from the caller's thread only: the background thread hands its
-    loads over with the batches."""
+    loads over with the batches. rule=False: always the thread."""
 
-    def __init__(self):
+    def __init__(self, rule=True):
+        self.rule = rule
         self.loads = collections.deque(maxlen=_PACE_WINDOW)  # CPU s loading a batch
         self.steps = collections.deque(maxlen=_PACE_WINDOW)  # wall s between next() calls
-        self.on_thread = False
+        self.on_thread = not rule
         self.batches_on_thread = 0  # staged on the background thread, since creation
 
     def choose(self):
         """Whether the following batches are staged on a background thread."""
-        if len(self.steps) >= _PACE_MIN_STEPS:
+        if self.rule and len(self.steps) >= _PACE_MIN_STEPS:
             load, step = statistics.median(self.loads), statistics.median(self.steps)
             limit = max(_THREAD_MIN_LOAD_S, step * _THREAD_STEP_SHARE)
             self.on_thread = load > (limit / 2 if self.on_thread else limit)
@@ -227,7 +236,7 @@ def _paced(iterator, stage, depth, pace):
         return item, time.thread_time() - c0, False
 
     ready = collections.deque()  # staged items to yield before loading more
-    filler = None
+    filler = _Filler(iterator, stage, depth) if depth and not pace.rule else None
     try:
         while True:
             item = ready.popleft() if ready else filler.get() if filler else staged_here()
@@ -255,20 +264,9 @@ def _paced(iterator, stage, depth, pace):
 
 def _ahead(iterator, stage, depth):
     """Yields stage(batch) for each batch of iterator, always staged on a
-    background thread up to depth batches ahead (bench/launch_bench.py's
-    "thread"). What the iterator or stage raises is raised here; closing
-    this generator stops the thread."""
-    filler = _Filler(iterator, stage, depth)
-    try:
-        while True:
-            item = filler.get()
-            if item is _END:
-                return
-            if isinstance(item, _Failed):
-                raise item.error
-            yield item[0]
-    finally:
-        filler.stop()
+    background thread up to depth batches ahead (pace=False;
+    bench/launch_bench.py's "thread")."""
+    return _paced(iterator, stage, depth, _Pace(rule=False))
 
 
 class _PinnedRing:
@@ -329,7 +327,7 @@ class DeviceLoader:
     copies run ahead of the caller as the module's docstring says. len() is
     the loader's."""
 
-    def __init__(self, loader, device, non_blocking=True, depth=2):
+    def __init__(self, loader, device, non_blocking=True, depth=2, pace=True):
         if not hasattr(loader, "__iter__"):
             raise InvalidTypeError(f"loader: expected an iterable of batches, got "
                                    f"{type(loader).__name__}")
@@ -337,8 +335,9 @@ class DeviceLoader:
         self.device = check_device("device", device)
         self.non_blocking = check_bool("non_blocking", non_blocking)
         self.depth = check_int("depth", depth, 0, _MAX_DEPTH)
+        self.pace = check_bool("pace", pace)
         self._ring = None  # kept between iterations; the running one holds it
-        self._pace = _Pace()  # kept between iterations too
+        self._pace = _Pace(self.pace)  # kept between iterations too
 
     def __len__(self):
         return len(self.loader)
@@ -374,19 +373,21 @@ class DeviceLoader:
             self._ring = ring
 
 
-def to_device(loader, device, non_blocking=True, depth=2):
+def to_device(loader, device, non_blocking=True, depth=2, pace=True):
     """Wraps a loader so that its batches arrive on ``device``, copied ahead
     of the caller through pinned memory on a side CUDA stream (DeviceLoader):
     one batch staged ahead in the caller's thread, or up to ``depth`` ahead
     on a background thread while loading costs the step more than a thread
-    would (the pace rule; depth=0: never a thread). On the CPU it is the
-    identity: the loader itself is returned."""
+    would (the pace rule; depth=0: never a thread; pace=False: always the
+    thread, as for a step that mostly waits for its GPU). On the CPU it is
+    the identity: the loader itself is returned."""
     device = check_device("device", device)
     check_bool("non_blocking", non_blocking)
     check_int("depth", depth, 0, _MAX_DEPTH)
+    check_bool("pace", pace)
     if not hasattr(loader, "__iter__"):
         raise InvalidTypeError(f"loader: expected an iterable of batches, got "
                                f"{type(loader).__name__}")
     if device.type == "cpu":
         return loader
-    return DeviceLoader(loader, device, non_blocking, depth)
+    return DeviceLoader(loader, device, non_blocking, depth, pace)

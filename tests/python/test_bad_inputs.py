@@ -240,6 +240,9 @@ CASES = [
     ("to_device-non_blocking-str", lambda c: opt4store.to_device([], "cpu", non_blocking="y"),
      T, "non_blocking"),
     ("to_device-loader-int", lambda c: opt4store.to_device(5, "cpu"), T, "loader"),
+    ("to_device-pace-int", lambda c: opt4store.to_device([], "cpu", pace=1), T, "pace"),
+    ("DeviceLoader-pace-str", lambda c: opt4store.DeviceLoader([], "cuda", pace="auto"), T,
+     "pace"),
     ("DeviceLoader-depth-float", lambda c: opt4store.DeviceLoader([], "cuda", depth=1.5), T,
      "depth"),
     # ---- the distributed helpers

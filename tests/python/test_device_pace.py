@@ -86,6 +86,13 @@ def test_waiting_is_not_loading():
     assert got == list(range(12)) and pace.batches_on_thread == 0
 
 
+def test_without_the_rule_every_batch_is_staged_on_the_thread():
+    loader = Phases(10)
+    got, pace = loop(loader, step_s=0.005, pace=_Pace(rule=False))
+    assert got == list(range(10)) and pace.batches_on_thread == 10
+    assert set(loader.loaded_by.values()) == {FILLER}
+
+
 def test_depth_0_never_starts_the_thread():
     loader = Phases(10, cpu_s=lambda k: 0.010)
     got, pace = loop(loader, depth=0, step_s=0.001)
