@@ -117,6 +117,8 @@ REFERENCE_RESNET50 = {"no_cache": 84.2, "lru": 69.5, "opt": 42.7}
 PUBLISHED_OPT_VS_NO_CACHE = {"resnet50": 0.51, "mobilenetv3_small_100": 0.46,
                              "vit_base_patch16_224": 0.53}
 FLOOR_REPEATS = 3
+# The paired part's transfers beside the native loader's (paired()).
+EXTRA_PAIRED = ["pinned", "inline", "thread"]
 DECODE_TIMED = 32   # items whose dataset[i] time gives decode_ms_per_sample
 STANDARD_WORK = "decode a 512x512 JPEG, resize to 256x256 (bilinear)"
 STAT_KEYS = ("accesses", "hits_ram", "hits_disk", "source_loads", "prefetched", "drift",
@@ -356,13 +358,15 @@ def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir)
     median step against the pass's: near 1 with an epoch ratio well above,
     the gap lies in a few slow steps. "sm_mhz" is the SM clock after the
     pass and after the epoch, where torch can read it. With the native
-    loader two more transfers run here only, with no thread: "pinned"
+    loader three more transfers run here only, two with no thread: "pinned"
     (pin_memory=True, .to(device, non_blocking=True) in the loop) and
-    "inline" (those batches through to_device(depth=0)): against "loader"
-    they tell whether a thread helps a launch-bound step or costs it the GIL.
+    "inline" (those batches through to_device(depth=0)), and "thread" (the
+    same through to_device(pace=False): always the thread): against "loader"
+    (the pace rule) they tell whether a thread helps a launch-bound step or
+    costs it the GIL, and whether the rule chose the better place.
     All share the store, the sampler's plan (each loop takes the plan's next
     epoch) and the value, (sample, index), as the native loader needs."""
-    transfers = list(transfers) + (["pinned", "inline"] if "loader" in transfers else [])
+    transfers = list(transfers) + (EXTRA_PAIRED if "loader" in transfers else [])
     store = fresh_store("opt_disk_prefetch", ds, store_dir)
     sampler = opt4store.PlannedSampler(shuffled(ds), epochs=1 + rounds * len(transfers))
     data = opt4store.CachedDataset(WithIndex(ds), store, sampler)
@@ -374,6 +378,7 @@ def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir)
         loaders["loader"] = opt4store.DataLoader(data, device=trainer.device, **keywords)
         loaders["pinned"] = opt4store.DataLoader(data, pin_memory=True, **keywords)
         loaders["inline"] = opt4store.to_device(loaders["pinned"], trainer.device, depth=0)
+        loaders["thread"] = opt4store.to_device(loaders["pinned"], trainer.device, pace=False)
     checker = DeviceChecker(reference, len(ds), trainer.device)
     out = {"first_epoch_s": train_epoch(plain, "copy", trainer, checker)[0], "rounds": []}
     for r in range(rounds):

@@ -76,9 +76,9 @@ def paired_goal_rows(name, paired):
                 if vs:
                     rows.append((1, "%s, %s (paired, worst of %d rounds)" % (
                         where, transfer, rounds), max(vs), "<= 1.1", max(vs) <= 1.1))
-            # the paired part's transfers without a thread are compared, not judged here
+            # the paired part's extra transfers are compared, not judged here
             medians = {t: statistics.median(v) for t, v in (p.get("vs_copy") or {}).items()
-                       if v and t not in ("pinned", "inline")}
+                       if v and t not in ("pinned", "inline", "thread")}
             if medians:
                 worst = max(medians, key=medians.get)
                 rows.append((2, "%s (%s; paired, median of %d rounds)" % (where, worst, rounds),
@@ -102,7 +102,8 @@ def paired_lines(paired):
             "median step over that pass's; SM MHz = the GPU clock after the pass and after "
             "the epoch; pinned = opt4store.DataLoader(pin_memory=True) and a non-blocking "
             "copy in the loop, inline = those batches through to_device(depth=0), both with "
-            "no thread. " if per_epoch else
+            "no thread; thread = the same through to_device(pace=False), always on the "
+            "thread. " if per_epoch else
             "after the round's GPU floor (fastest of 3). ") +
            "Values per round, in round order; seconds to 3 decimals.", ""]
     extra = ["median step vs floor's", "SM MHz"] if per_epoch else []

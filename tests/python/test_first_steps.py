@@ -169,7 +169,7 @@ def test_gpu_bench_harness_runs_on_the_cpu(tmp_path):
     assert check_gpu_bench_rows(result, 2) == 2 * 8
     assert result["ratios"]
     # with the native loader, the paired part adds its batches with no thread
-    paired_transfers = ["copy", "to_device", "loader", "pinned", "inline"]
+    paired_transfers = ["copy", "to_device", "loader", "pinned", "inline", "thread"]
     assert check_gpu_bench_paired(result, 2, paired_transfers, 32) == 2
     # The heavy setting's source (1024 px JPEGs, PIL filters) in one row,
     # and --merge joins the two runs as the report reads them.
@@ -191,6 +191,7 @@ def test_gpu_bench_harness_runs_on_the_cpu(tmp_path):
     report = report_from(tmp_path, "gpu_bench.json", merged_path.read_text())
     assert "Paired part: one opt + disk + prefetch store" in report
     assert "| tiny | 2 | to_device |" in report and "| tiny | 2 | inline |" in report
+    assert "| tiny | 2 | thread |" in report
     assert "| median step vs floor's | SM MHz |" in report and " ?/? " in report
     assert "Source loads in all (each image once in the fill epoch, none after): " \
         "tiny/0 32 of 32, tiny/2 32 of 32; wrong samples: 0." in report
