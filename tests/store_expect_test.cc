@@ -4,7 +4,8 @@
 // /dev/shm, here an item bigger than the arena) goes to the disk tier only;
 // the waiting reader is woken once the disk tier has it. Woken before (as
 // the store did until 2026-11-28), it found the item nowhere and loaded it
-// from the source a second time.
+// from the source a second time. And a read at position 0 is waited for as
+// any other.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,9 +66,8 @@ void ExpectDiskReadAfterPut(const ScratchStore& scratch,
                             const std::function<void(Store*)>& put) {
   auto store = OpenStore(SmallArenaOptions(scratch), scratch.path());
   // Item 1 at positions 1 and 2: the policy keeps the Put of position 1
-  // for the read at position 2, whose reader waits for it. (Position 0, a
-  // small item 0, is read first: an expectation from position 0 would be
-  // the prefetcher's.)
+  // for the read at position 2, whose reader waits for it. (Position 0
+  // reads a small item 0 first.)
   PlanSpec plan;
   plan.kind = SamplerKind::kExplicit;
   plan.dataset_size = 2;
@@ -186,6 +186,57 @@ TEST_CASE("Store: a read in the next epoch finds a Put still on its way to the d
   CHECK(IsSample(1, kBig, next_epoch.meta, next_epoch.payload));
   const StoreStats st = store->Stats();
   CHECK(st.source_loads == 2);  // positions 0 and 1
+  REQUIRE(store->Close().ok());
+}
+
+TEST_CASE("Store: a read at position 0 is waited for, whatever the planner admits later",
+          "[store]") {
+  // Position 0 is a read like any other. Until 2026-11-28 its expectation
+  // looked like the prefetcher's (also 0), which a later admission of the
+  // same item replaces: the reader at position 2 no longer waited, and
+  // loaded the item a second time.
+  ScratchStore scratch;
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.dataset_size = 2;
+  o.ram_items = 1;
+  o.disk = 0;
+  auto store = OpenStore(o, scratch.path());
+  // OPT with room for one: item 0 admitted at 0 (kept for 2), evicted at 3
+  // for item 1, admitted again at 5, while position 0's Put is pending.
+  PlanSpec plan;
+  plan.kind = SamplerKind::kExplicit;
+  plan.dataset_size = 2;
+  plan.ids = std::make_shared<const std::vector<ItemId>>(std::vector<ItemId>{0, 1, 0, 1, 1, 0, 0});
+  REQUIRE(store->SetPlan(plan).ok());
+  StringSink sink;
+  REQUIRE(store->Get(0, 0, &sink).IsNotFound());  // position 0's reader loads item 0
+  StoreStats st = store->Stats();
+  for (int i = 0; i < 400 && st.planned_positions < 7; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    st = store->Stats();
+  }
+  REQUIRE(st.planned_positions == 7);
+
+  Status waited;
+  GetSource source = GetSource::kMiss;
+  StringSink value;
+  std::thread reader([&] { waited = store->Get(2, 0, &value, &source); });
+  for (int i = 0; i < 400 && st.expect_waits == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    st = store->Stats();
+  }
+  const ValueShape small{1024, 0};
+  REQUIRE(store->Put(0, 0, SampleMeta(0), SamplePayload(0, small)).ok());
+  reader.join();
+  CHECK(st.expect_waits == 1);
+  INFO(waited.ToString());
+  REQUIRE(waited.ok());
+  CHECK(source == GetSource::kRam);
+  CHECK(IsSample(0, small, value.meta, value.payload));
+  st = store->Stats();
+  CHECK(st.source_loads == 1);
+  CHECK(st.expect_timeouts == 0);
   REQUIRE(store->Close().ok());
 }
 

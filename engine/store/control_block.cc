@@ -101,7 +101,7 @@ Status ControlBlock::Layout(bool create) {
   // The segment arrives zero-filled: every slot empty, no bit set.
   if (create) {
     for (uint64_t id = 0; id < header_->dataset_size; ++id) {
-      expected_[id].store(UINT64_MAX, std::memory_order_relaxed);
+      expected_[id].store(kNoExpectation, std::memory_order_relaxed);
     }
   }
   return Status::OK();

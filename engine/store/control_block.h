@@ -237,14 +237,32 @@ class ControlBlock {
   }
   void ClearMissed();  // owner, at a new plan
 
-  // ---- expected bits (owner writes)
+  // ---- Put expectations (owner writes): whose value a reader that misses
+  // id may wait for. An expectation is kNoExpectation, kPrefetchExpectation
+  // (the prefetcher's disk read, which precedes every reader), or
+  // ReadExpectation(p): the Put of the read at position p, which loads it.
+  // Position 0 is a read's like any other (1), not the prefetcher's.
 
-  void SetExpected(ItemId id, uint64_t position) {
-    expected_[id].store(position, std::memory_order_release);
+  static constexpr uint64_t kNoExpectation = UINT64_MAX;
+  static constexpr uint64_t kPrefetchExpectation = 0;
+  static constexpr uint64_t ReadExpectation(uint64_t position) { return position + 1; }
+  // Whether `expectation` is a read's; its position in *position.
+  static bool ExpectedRead(uint64_t expectation, uint64_t* position) {
+    if (expectation == kNoExpectation || expectation == kPrefetchExpectation) return false;
+    *position = expectation - 1;
+    return true;
   }
-  void ClearExpected(ItemId id) { expected_[id].store(UINT64_MAX, std::memory_order_release); }
-  // The position whose Put will bring id, or UINT64_MAX.
-  uint64_t ExpectedFrom(ItemId id) const { return expected_[id].load(std::memory_order_acquire); }
+  // Whether a reader at `position` waits for `expectation`: one that comes
+  // before it (the prefetcher's comes before every read).
+  static bool ExpectedBefore(uint64_t expectation, uint64_t position) {
+    return expectation != kNoExpectation && expectation <= position;
+  }
+
+  void SetExpected(ItemId id, uint64_t expectation) {
+    expected_[id].store(expectation, std::memory_order_release);
+  }
+  void ClearExpected(ItemId id) { expected_[id].store(kNoExpectation, std::memory_order_release); }
+  uint64_t Expectation(ItemId id) const { return expected_[id].load(std::memory_order_acquire); }
 
   // ---- record places (owner writes)
 

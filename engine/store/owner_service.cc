@@ -57,17 +57,20 @@ void Store::Impl::Evict(ItemId id) { ram_->Evict(id).PermitUncheckedError(); }
 void Store::Impl::ExpectPut(ItemId id, uint64_t position) {
   // The planner runs ahead of the readers, into later epochs: a later
   // admission of the same item must not replace an earlier read's pending
-  // expectation, which that read's Put clears (0: the prefetcher's).
-  const uint64_t pending = ctl_->ExpectedFrom(id);
-  if (pending == kNoPosition || pending == 0 || position < pending) {
-    ctl_->SetExpected(id, position);
+  // expectation, which that read's Put clears. The prefetcher's is replaced.
+  const uint64_t expectation = ControlBlock::ReadExpectation(position);
+  const uint64_t pending = ctl_->Expectation(id);
+  if (pending == ControlBlock::kNoExpectation || pending == ControlBlock::kPrefetchExpectation ||
+      expectation < pending) {
+    ctl_->SetExpected(id, expectation);
   }
 }
 void Store::Impl::SetNextUse(ItemId id, uint64_t position) {
   if (disk_) disk_->SetNextUse(id, position);
 }
 void Store::Impl::Skipped(uint64_t position, ItemId planned) {
-  if (ctl_->ExpectedFrom(planned) == position && !ram_->Contains(planned)) {
+  if (ctl_->Expectation(planned) == ControlBlock::ReadExpectation(position) &&
+      !ram_->Contains(planned)) {
     // The read that was to load it did not: no Put comes.
     ctl_->ClearExpected(planned);
     ram_->AnswerAbsent(planned).PermitUncheckedError();
@@ -106,11 +109,13 @@ Status Store::Impl::InsertRamLocked(ItemId id, std::string_view meta, std::strin
 
 void Store::Impl::Prefetch(const std::vector<ItemId>& ids) {
   {
-    // Readers that arrive before the read completes wait for it (position 0
-    // precedes every reader's) instead of reading the disk a second time.
+    // Readers that arrive before the read completes wait for it instead of
+    // reading the disk a second time.
     MutexLock lock(&mu_);
     for (ItemId id : ids) {
-      if (ctl_->ExpectedFrom(id) == kNoPosition) ctl_->SetExpected(id, 0);
+      if (ctl_->Expectation(id) == ControlBlock::kNoExpectation) {
+        ctl_->SetExpected(id, ControlBlock::kPrefetchExpectation);
+      }
     }
   }
   disk_->MultiGet(ids.data(), ids.size(),
@@ -132,7 +137,8 @@ void Store::Impl::Prefetch(const std::vector<ItemId>& ids) {
                         if (begin.IsNoSpace()) insert_failures_.fetch_add(1);
                       }
                       if (!begin.ok()) {
-                        if (!ram_->Contains(id) && ctl_->ExpectedFrom(id) == 0) {
+                        if (!ram_->Contains(id) && ctl_->Expectation(id) ==
+                                                       ControlBlock::kPrefetchExpectation) {
                           ctl_->ClearExpected(id);
                           ram_->AnswerAbsent(id).PermitUncheckedError();
                         }
@@ -244,7 +250,7 @@ bool Store::Impl::DrainWrites() {
     }
     WriteThrough(w->id, w->meta, w->payload).PermitUncheckedError();  // counted and warned
     ItemId id = 0;
-    uint64_t wake_from = kNoPosition;
+    uint64_t wake_from = ControlBlock::kNoExpectation;
     {
       MutexLock lock(&write_mu_);
       id = w->id;
@@ -320,7 +326,7 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
                              std::string_view payload, bool on_planner) {
   const uint64_t size = meta.size() + payload.size();
   const bool to_disk = disk_ && !ctl_->OnDisk(id);
-  uint64_t wake_from = kNoPosition;
+  uint64_t wake_from = ControlBlock::kNoExpectation;
   {
     MutexLock lock(&mu_);
     residency_->NoteSize(id, size);
@@ -330,15 +336,15 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
     if (residency_->Wanted(position, id, size)) {
       InsertRamLocked(id, meta, payload).PermitUncheckedError();
     }
-    if (ctl_->ExpectedFrom(id) != kNoPosition && !ram_->Contains(id)) {
+    if (ctl_->Expectation(id) != ControlBlock::kNoExpectation && !ram_->Contains(id)) {
       // Readers waiting for this value will not get it from RAM. Woken
       // now, they would find it nowhere while it is on its way to the disk
       // tier, and load it again: they are woken once it is there.
-      wake_from = ctl_->ExpectedFrom(id);
+      wake_from = ctl_->Expectation(id);
       if (!to_disk) {
         ctl_->ClearExpected(id);
         ram_->AnswerAbsent(id).PermitUncheckedError();
-        wake_from = kNoPosition;
+        wake_from = ControlBlock::kNoExpectation;
       }
     }
   }
@@ -354,11 +360,11 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
       if (write_ids_.insert(id).second) {
         writes_.push_back({id, std::string(meta), std::string(payload), wake_from});
         write_bytes_ += size;
-      } else if (wake_from != kNoPosition) {
+      } else if (wake_from != ControlBlock::kNoExpectation) {
         // A write of it is pending already: its readers wake after that one.
         for (auto it = writes_.rbegin(); it != writes_.rend(); ++it) {
           if (it->id == id) {
-            if (it->wake_from == kNoPosition) it->wake_from = wake_from;
+            if (it->wake_from == ControlBlock::kNoExpectation) it->wake_from = wake_from;
             break;
           }
         }
@@ -373,11 +379,11 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
   return Status::OK();
 }
 
-void Store::Impl::WakeReadersOfAbsent(ItemId id, uint64_t from) {
-  if (from == kNoPosition) return;
+void Store::Impl::WakeReadersOfAbsent(ItemId id, uint64_t expectation) {
+  if (expectation == ControlBlock::kNoExpectation) return;
   MutexLock lock(&mu_);
   if (ram_->Contains(id)) return;  // its insert woke them
-  if (ctl_->ExpectedFrom(id) == from) ctl_->ClearExpected(id);
+  if (ctl_->Expectation(id) == expectation) ctl_->ClearExpected(id);
   ram_->AnswerAbsent(id).PermitUncheckedError();
 }
 

@@ -26,7 +26,7 @@
 // in the RAM tier (a futex, RamTier::Wait) for at most fetch_timeout_ms,
 // then reads RAM again; a version change without the item is a miss, and
 // the reader loads from its source. A reader that misses an item the policy
-// admitted at an earlier position (ControlBlock::ExpectedFrom) waits the
+// admitted at an earlier position (ControlBlock::Expectation) waits the
 // same way, up to 2 s, for the Put of the reader loading it, instead of
 // loading it a second time. The process that read the admitting position is
 // recorded beside it (ControlBlock::ConsumedBy), and the wait looks it up

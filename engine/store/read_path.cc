@@ -68,7 +68,7 @@ Status Store::Impl::WaitAndRead(ItemId id, uint64_t version, int64_t timeout_ms,
 
 bool Store::Impl::InEarlierEpoch(uint64_t from, uint64_t position) const {
   const uint64_t length = ctl_->gauges().epoch_length.load(std::memory_order_relaxed);
-  return from > 0 && length > 0 && from / length < position / length;
+  return length > 0 && from / length < position / length;
 }
 
 void Store::Impl::CountExpectTimeout() {
@@ -333,26 +333,29 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
     } else if (found) {
       if (where[i] == GetSource::kMiss) where[i] = GetSource::kRam;
     } else if (!owner_gone && PlanPosition(positions[i]) &&
-               (ctl_->ExpectedFrom(ids[i]) == 0 || !ctl_->OnDisk(ids[i])) &&
-               ctl_->ExpectedFrom(ids[i]) < positions[i] &&
+               (ctl_->Expectation(ids[i]) == ControlBlock::kPrefetchExpectation ||
+                !ctl_->OnDisk(ids[i])) &&
+               ControlBlock::ExpectedBefore(ctl_->Expectation(ids[i]), positions[i]) &&
                expect_timeouts_.load(std::memory_order_relaxed) < kMaxExpectTimeouts) {
       // A reader of an earlier position is loading it from the source for
-      // the policy, or the prefetcher (expected from position 0) is reading
-      // it from disk: wait for it rather than load or read it twice. An
-      // item on disk that a reader was to load is read from disk: no Put
-      // comes for it.
+      // the policy, or the prefetcher is reading it from disk: wait for it
+      // rather than load or read it twice. An item on disk that a reader
+      // was to load is read from disk: no Put comes for it.
       const uint64_t version = ram_->Version(ids[i]);
-      const uint64_t from = ctl_->ExpectedFrom(ids[i]);
+      const uint64_t expectation = ctl_->Expectation(ids[i]);
+      uint64_t from = 0;  // the loading read's position
+      const bool by_read = ControlBlock::ExpectedRead(expectation, &from);
       ItemId got = 0;
       shm::ProcessIdentity loader;
-      const bool loader_read = from > 0 && ctl_->ConsumedBy(from, &got, &loader);
-      if (ram_->Contains(ids[i]) || from >= positions[i] || (loader_read && got != ids[i]) ||
-          std::find(positions, positions + n, from) != positions + n) {
+      const bool loader_read = by_read && ctl_->ConsumedBy(from, &got, &loader);
+      if (ram_->Contains(ids[i]) || !ControlBlock::ExpectedBefore(expectation, positions[i]) ||
+          (loader_read && got != ids[i]) ||
+          (by_read && std::find(positions, positions + n, from) != positions + n)) {
         // Here already, no longer expected, its loader drifted to another
         // id, or its loader is a read of this batch (whose caller Puts
         // after this call returns: waiting would wait for ourselves).
         statuses[i] = LookupRam(ids[i], sinks[i], &found);
-      } else if (InEarlierEpoch(from, positions[i])) {
+      } else if (by_read && InEarlierEpoch(from, positions[i])) {
         // Its loader's epoch is over. A position never read (drop_last's
         // tail, a loop that broke off) sends no Put. One that was read
         // sent its Put before its epoch's workers ended, but the owner

@@ -146,12 +146,12 @@ class Store::Impl : private ResidencyTiers {
   Status WriteThrough(ItemId id, std::string_view meta, std::string_view payload);
   // Writes the values readers Put to the disk tier; false when none waited.
   bool DrainWrites() EXCLUDES(drain_mu_, write_mu_);
-  // Wakes the readers that waited for id's Put from position `from` and
-  // will not find it in RAM: called once the disk tier has the value (or
-  // refused it), so that they read it there instead of finding it nowhere
-  // and loading it again. The expectation is cleared unless a later one
-  // replaced it. Nothing for kNoPosition.
-  void WakeReadersOfAbsent(ItemId id, uint64_t from) EXCLUDES(mu_);
+  // Wakes the readers that waited for id's Put under `expectation`
+  // (ControlBlock::Expectation) and will not find it in RAM: called once
+  // the disk tier has the value (or refused it), so that they read it there
+  // instead of finding it nowhere and loading it again. The expectation is
+  // cleared unless another replaced it. Nothing for kNoExpectation.
+  void WakeReadersOfAbsent(ItemId id, uint64_t expectation) EXCLUDES(mu_);
   // A value still in writes_: copied into *sink, *found set (and *bytes,
   // when given, to its meta + payload bytes).
   Status ReadPendingWrite(ItemId id, ReadSink* sink, bool* found, uint64_t* bytes = nullptr)
@@ -285,7 +285,7 @@ class Store::Impl : private ResidencyTiers {
     ItemId id = 0;
     std::string meta;
     std::string payload;
-    uint64_t wake_from = kNoPosition;  // WakeReadersOfAbsent's, once written
+    uint64_t wake_from = ControlBlock::kNoExpectation;  // WakeReadersOfAbsent's, once written
   };
   static constexpr uint64_t kMaxPendingWriteBytes = uint64_t{256} << 20;
   Mutex drain_mu_ ACQUIRED_BEFORE(write_mu_);  // held by DrainWrites, which alone pops writes_
