@@ -2,15 +2,22 @@
 its worker processes, and what a worker does with one.
 
 Only indices go to a worker: a job is (batch number, slot, carried slot,
-positions, indices, rows). A worker loads those rows' samples (misses, or
-every row with a transform), stores them, and writes their leaves into the
-batch's shared slot; it sends back only the batch number, the rows written,
-the values of another layout, and the rows it loaded without storing them.
-Without a transform, a loaded value that fits the slot is not stored by the
-worker: the loader stores it from the slot (Store.put_rows), so it is not
-encoded in Python nor copied through the store's queue. A job with no slot
-is drop_last's tail: its misses are loaded and stored, nothing is written or
-sent back.
+positions, indices, rows, rows to store now). A worker loads those rows'
+samples (misses, or every row with a transform), stores them, and writes
+their leaves into the batch's shared slot; it sends back only the batch
+number, the rows written, the values of another layout, and the rows it
+loaded without storing them. Without a transform, a loaded value that fits
+the slot is not stored by the worker: the loader stores it from the slot
+(Store.put_rows) when it assembles the batch, so it is not encoded in Python
+nor copied through the store's queue. Not so a row whose index the epoch
+reads again at a later row ("rows to store now"): a reader of that later
+row, in another job, maybe another worker, waits for this row's Put, and
+the loader's assembly of this batch may have to wait for that reader's job
+(the same batch's other part) or for batches before it: the reader would
+wait out its 2 s and load the item again. Such a row is stored by the
+worker at once, as torch's DataLoader over a CachedDataset stores every
+miss. A job with no slot is drop_last's tail: its misses are loaded and
+stored, nothing is written or sent back.
 
 On the general path (a custom collate_fn, samples of varying shapes),
 torch's DataLoader gets the epoch's batches as PlannedIndex lists instead.
@@ -34,7 +41,7 @@ class Filler(torch.utils.data.Dataset):
         return 0
 
     def __getitem__(self, work):
-        number, slot, carried, positions, indices, rows = work
+        number, slot, carried, positions, indices, rows, store_now = work
         positions = np.asarray(positions, dtype=np.uint64)
         indices = np.asarray(indices, dtype=np.int64)
         if slot is None:  # drop_last's tail
@@ -42,20 +49,24 @@ class Filler(torch.utils.data.Dataset):
             return number, [], {}, []
         leaves = carried if carried is not None else self.slots[slot]
         return (number,) + load_rows(self.dataset, self.layout, leaves, positions, indices, rows,
-                                     defer_puts=True)
+                                     defer_puts=True, store_now=store_now)
 
 
-def load_rows(ds, layout, leaves, positions, indices, rows, known=None, defer_puts=False):
+def load_rows(ds, layout, leaves, positions, indices, rows, known=None, defer_puts=False,
+              store_now=()):
     """Reads (positions[i], indices[i]) for rows[i], loading and storing the
     misses, applies the dataset's transform, and writes each value into row
     rows[i] of `leaves`. known: {i: value} already read. defer_puts (no
     transform): a loaded value written into `leaves` is not stored; its row
-    is returned for the caller to store from there. Returns (rows written,
-    {row: value} of values of another layout, rows to store)."""
+    is returned for the caller to store from there; except the rows of
+    store_now, stored at once. Returns (rows written, {row: value} of values
+    of another layout, rows to store)."""
     known = known or {}
     todo = [k for k in range(len(rows)) if k not in known]
     unstored = [] if defer_puts and ds.transform is None else None
-    loaded = ds.load_batch(positions[todo], indices[todo], unstored) if todo else []
+    now = set(store_now)
+    again = {int(indices[k]) for k in todo if int(rows[k]) in now}
+    loaded = ds.load_batch(positions[todo], indices[todo], unstored, again) if todo else []
     values = dict(known)
     values.update(zip(todo, loaded))
     deferred = {todo[i] for i in unstored} if unstored else ()
@@ -99,6 +110,7 @@ class JobList:
         self.plan = plan
         self.jobs = sorted(jobs.items())
         self.parts = {number: len(parts) for number, parts in self.jobs}
+        self.again = read_again(plan) if jobs else None
 
     def parts_of(self, number):
         return self.parts[number]
@@ -129,9 +141,22 @@ class JobList:
                 # A slot made after the workers started travels with the job.
                 carried = self.slots.tensors[slot] if slot >= self.slots.known else None
             positions, indices = self.plan[number]
+            again = self.again[number]
             for rows in parts:
                 yield [(number, slot, carried, positions[rows].tolist(),
-                        indices[rows].tolist(), rows.tolist())]
+                        indices[rows].tolist(), rows.tolist(), rows[again[rows]].tolist())]
+
+
+def read_again(plan):
+    """Per batch of plan (positions, indices), a bool per row: whether a
+    later row of the plan reads the same index."""
+    indices = np.concatenate([batch[1] for batch in plan])
+    flat = np.zeros(len(indices), dtype=bool)
+    if len(indices) and np.bincount(indices).max() > 1:  # else (no repeats) no sort
+        order = np.argsort(indices, kind="stable")  # equal indices in row order
+        flat[order[:-1]] = indices[order[:-1]] == indices[order[1:]]
+    bounds = np.cumsum([0] + [len(batch[1]) for batch in plan])
+    return [flat[bounds[k]:bounds[k + 1]] for k in range(len(plan))]
 
 
 class PlannedBatches:

@@ -107,18 +107,18 @@ class CachedDataset(torch.utils.data.Dataset):
             values = [self.transform(value) for value in values]
         return values
 
-    def load_batch(self, positions, indices, unstored=None):
+    def load_batch(self, positions, indices, unstored=None, again=()):
         """The untransformed values of (positions[i], indices[i]): read from
         the store a run of distinct indices at a time, each run's misses
         loaded and stored before the next run is read, so that an index
         repeated in a batch is loaded once, as reads one by one would.
         unstored: a list that receives the i of misses loaded and NOT
         stored, which the caller stores itself (an index that occurs again
-        in the batch is stored here all the same)."""
+        in the batch, or is in `again`, is stored here all the same)."""
         if len(check_sequence("positions", positions)) != len(check_sequence("indices", indices)):
             raise InvalidArgumentError(f"positions and indices: {len(positions)} positions for "
                                        f"{len(indices)} indices")
-        repeated = set()
+        repeated = set(again)
         if unstored is not None:
             seen = set()
             for index in indices:
