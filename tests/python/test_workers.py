@@ -134,6 +134,29 @@ def test_source_loads_with_spawned_workers_within_one_percent(tmp_path, zero_wor
         f"2 spawned workers: {loads} source loads, 0 workers: {zero_worker_loads}")
 
 
+def loads_of_draws_with_replacement(tmp_path, seed, n, ram_items, make_loader):
+    """3 epochs of n items drawn with replacement (batches of 8, a disk
+    tier) through make_loader(ds, sampler, batch): every sample must be
+    right. Returns (source calls, the store's stats, distinct items read)."""
+    epochs, batch = 3, 8
+    counter = CallCounter(tmp_path / "calls")
+    store = opt4store.Store(tmp_path / "store", ram_items=ram_items, disk="32MiB")
+    draws = torch.utils.data.RandomSampler(range(n), replacement=True,
+                                           generator=torch.Generator().manual_seed(seed))
+    sampler = opt4store.PlannedSampler(draws, epochs=epochs)
+    ds = opt4store.CachedDataset(UniformDataset(n, numel=256, counter=counter), store, sampler)
+    loader = make_loader(ds, sampler, batch)
+    try:
+        for epoch in range(epochs):
+            wrong = check_epoch(loader, sampler.plan, epoch, n, batch,
+                                lambda i: uniform_item(i, 256), stacked=True)
+            assert wrong == [], wrong[:3]
+        return counter.count, store.stats(), len(set(int(i) for i in sampler.plan))
+    finally:
+        del loader
+        store.close()
+
+
 @pytest.mark.parametrize("seed", [7, 10, 11])
 def test_an_item_read_again_soon_is_loaded_once_by_two_workers(tmp_path, seed):
     """Draws with replacement read items again a few positions later, often
@@ -142,25 +165,10 @@ def test_an_item_read_again_soon_is_loaded_once_by_two_workers(tmp_path, seed):
     reader wait for it) must not be replaced by a later epoch's, or both
     readers load the item. Before 2026-11-28 these seeds loaded 1, 5 and 2
     items twice; now every item is loaded once."""
-    n, epochs, batch = 120, 3, 8
-    counter = CallCounter(tmp_path / "calls")
-    store = opt4store.Store(tmp_path / "store", ram_items=n // 4, disk="32MiB")
-    draws = torch.utils.data.RandomSampler(range(n), replacement=True,
-                                           generator=torch.Generator().manual_seed(seed))
-    sampler = opt4store.PlannedSampler(draws, epochs=epochs)
-    ds = opt4store.CachedDataset(UniformDataset(n, numel=256, counter=counter), store, sampler)
-    loader = loader_for(ds, sampler, 2, "fork", False, batch)
-    try:
-        for epoch in range(epochs):
-            wrong = check_epoch(loader, sampler.plan, epoch, n, batch,
-                                lambda i: uniform_item(i, 256), stacked=True)
-            assert wrong == [], wrong[:3]
-        st = store.stats()
-        distinct = len(set(int(i) for i in sampler.plan))
-        assert counter.count == st["source_loads"] == distinct, st
-    finally:
-        del loader
-        store.close()
+    calls, st, distinct = loads_of_draws_with_replacement(
+        tmp_path, seed, 120, 30, lambda ds, sampler, batch: loader_for(ds, sampler, 2, "fork",
+                                                                       False, batch))
+    assert calls == st["source_loads"] == distinct, st
 
 
 @pytest.mark.parametrize("replacement", [False, True])
@@ -184,24 +192,8 @@ def test_native_loader_workers_load_an_item_read_again_soon_once(tmp_path, seed)
     may wait for the reader's job: the reader waited out its 2 s and loaded
     the item again. Before 2026-11-28 these seeds loaded 7, 6 and 8 items
     twice, each after a 2 s stall; the workers now store such rows at once."""
-    n, epochs, batch = 160, 3, 8
-    counter = CallCounter(tmp_path / "calls")
-    store = opt4store.Store(tmp_path / "store", ram_items=n // 8, disk="32MiB")
-    draws = torch.utils.data.RandomSampler(range(n), replacement=True,
-                                           generator=torch.Generator().manual_seed(seed))
-    sampler = opt4store.PlannedSampler(draws, epochs=epochs)
-    ds = opt4store.CachedDataset(UniformDataset(n, numel=256, counter=counter), store, sampler)
-    loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=batch, num_workers=3,
-                                  multiprocessing_context="fork")
-    try:
-        for epoch in range(epochs):
-            wrong = check_epoch(loader, sampler.plan, epoch, n, batch,
-                                lambda i: uniform_item(i, 256), stacked=True)
-            assert wrong == [], wrong[:3]
-        st = store.stats()
-        distinct = len(set(int(i) for i in sampler.plan))
-        assert st["expect_timeouts"] == 0, st
-        assert counter.count == st["source_loads"] == distinct, st
-    finally:
-        del loader
-        store.close()
+    calls, st, distinct = loads_of_draws_with_replacement(
+        tmp_path, seed, 160, 20, lambda ds, sampler, batch: opt4store.DataLoader(
+            ds, sampler=sampler, batch_size=batch, num_workers=3, multiprocessing_context="fork"))
+    assert st["expect_timeouts"] == 0, st
+    assert calls == st["source_loads"] == distinct, st
