@@ -13,18 +13,21 @@ tiny torch calls on the CPU (calibrated here, one torch thread), each
 dropping and taking back the GIL as a kernel launch does, then --wait-ms
 (default 0) with the GIL released, as a step that waits for its GPU.
 
-Loaders, over a store holding every item in RAM (400 items of 3x256x256
-uint8 with their index, batch 16, 0 workers; every read a hit):
-  torch   torch's DataLoader over a CachedDataset
-  native  opt4store.DataLoader
+Loaders, 400 items of 3x256x256 uint8 with their index, batch 16, 0
+workers; the first two over a store holding every item in RAM (every read a
+hit), the third with no cache, as an epoch that decodes:
+  torch     torch's DataLoader over a CachedDataset
+  native    opt4store.DataLoader
+  decoding  torch's DataLoader over the items, each read first doing
+            --decode-ms (default 1) of torch arithmetic, which drops the GIL
+            as a JPEG decode does
 each run "inline" (the loop calls next() itself), "thread" (the loader
 always advanced by the background thread that opt4store.to_device uses,
 with no copy to make here, up to 2 batches ahead) and "paced" (to_device's
 default: each batch staged in the loop's thread or on that thread by the
 pace rule, one pace per loader kept across rounds, as a DeviceLoader keeps
 its own; "on_thread" counts its batches staged on the thread). Per round,
-for each of the six,
-one pass of the floor (the same steps with no loading), then one epoch;
+for each of the nine, one pass of the floor (the same steps with no loading), then one epoch;
 each epoch is set against that pass. Also each loader's epoch alone, with
 no step. Reported: the median and the range of the ratios over ROUNDS, and
 the loop's wait in next().
@@ -34,7 +37,8 @@ waits as long as it launches). The exit status is 1 if a read after the
 first epoch missed (the store must serve every one).
 
 Usage: PYTHONPATH=<build>/python /usr/bin/python3 bench/launch_bench.py
-       [--quick] [--rounds R] [--step-ms MS] [--wait-ms MS,MS] [--json FILE]
+       [--quick] [--rounds R] [--step-ms MS] [--wait-ms MS,MS] [--decode-ms MS]
+       [--json FILE]
 """
 
 import argparse
@@ -54,7 +58,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_bench import machine_info  # noqa: E402
 
 ITEMS, BATCH, SIDE, SEED = 400, 16, 256, 1
-LOADERS, PLACES = ("torch", "native"), ("inline", "thread", "paced")
+LOADERS, PLACES = ("torch", "native", "decoding"), ("inline", "thread", "paced")
 
 
 class Items(torch.utils.data.Dataset):
@@ -65,6 +69,32 @@ class Items(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         return torch.full((3, SIDE, SIDE), i % 251, dtype=torch.uint8), i
+
+
+class Decoding(torch.utils.data.Dataset):
+    """Items whose every read first spends decode_ms in torch arithmetic
+    with the GIL released (calibrated here, one torch thread)."""
+
+    def __init__(self, decode_ms):
+        self.items = Items()
+        self.m = torch.randn(96, 96)
+        self.calls = 100
+        t0 = time.perf_counter()
+        self.work()
+        self.calls = max(1, int(decode_ms / 1e3 / ((time.perf_counter() - t0) / 100)))
+
+    def work(self):
+        x = self.m
+        for _ in range(self.calls):
+            x = torch.mm(x, self.m).clamp_(-1, 1)
+        return x
+
+    def __len__(self):
+        return ITEMS
+
+    def __getitem__(self, i):
+        self.work()
+        return self.items[i]
 
 
 class Step:
@@ -156,19 +186,26 @@ def main():
     parser.add_argument("--step-ms", type=float, default=None, help="of calls; default 16")
     parser.add_argument("--wait-ms", default="0,16",
                         help="comma-separated: a run per GIL-free wait after the calls")
+    parser.add_argument("--decode-ms", type=float, default=1.0,
+                        help="GIL-free work per read of the decoding loader; default 1")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     rounds = args.rounds or (3 if args.quick else 12)
     step_ms = args.step_ms or (4.0 if args.quick else 16.0)
     wait_ms = [float(w) for w in args.wait_ms.split(",")]
     torch.set_num_threads(1)
-    epochs = 2 + len(wait_ms) * rounds * len(LOADERS) * (1 + len(PLACES))  # alone, each place
+    cached = [name for name in LOADERS if name != "decoding"]  # the planned sampler's loaders
+    epochs = 2 + len(wait_ms) * rounds * len(cached) * (1 + len(PLACES))  # alone, each place
     store = opt4store.Store(None, ram=ITEMS * 3 * SIDE * SIDE * 2, policy="opt")
     sampler = opt4store.PlannedSampler(torch.utils.data.RandomSampler(
         Items(), generator=torch.Generator().manual_seed(SEED)), epochs=epochs)
     data = opt4store.CachedDataset(Items(), store, sampler)
     loaders = {"torch": torch.utils.data.DataLoader(data, sampler=sampler, batch_size=BATCH),
-               "native": opt4store.DataLoader(data, sampler=sampler, batch_size=BATCH)}
+               "native": opt4store.DataLoader(data, sampler=sampler, batch_size=BATCH),
+               "decoding": torch.utils.data.DataLoader(
+                   Decoding(args.decode_ms), sampler=torch.utils.data.RandomSampler(
+                       Items(), generator=torch.Generator().manual_seed(SEED)),
+                   batch_size=BATCH)}
     alone(loaders["torch"])  # fills the store
     alone(loaders["native"])  # lays out its batches
     runs = {}
@@ -189,6 +226,7 @@ def main():
           "every later read a hit)")
     out = {"machine": machine_info(),
            "settings": {"items": ITEMS, "batch": BATCH, "sample": [3, SIDE, SIDE],
+                        "decode_ms": args.decode_ms,
                         "step_ms": step_ms, "wait_ms": wait_ms, "steps_an_epoch": ITEMS // BATCH,
                         "rounds": rounds, "workers": 0, "depth": 2,
                         "mode": "quick" if args.quick else "full"},

@@ -16,7 +16,10 @@ def section_launch(data, path, machine_line):
             "Machine: %s. No GPU: the step is %s ms of tiny torch calls on one torch thread, "
             "each dropping and retaking the GIL as a kernel launch does, then a wait with "
             "the GIL released (as a step waits for its GPU). %s items of %s uint8 with their "
-            "index, all in RAM (every read a hit; source loads %s), batch %s, %s workers. "
+            "index, batch %s, %s workers; torch (torch's DataLoader over a CachedDataset) and "
+            "native (opt4store.DataLoader) over a store with every item in RAM (every read a "
+            "hit; source loads %s), decoding (torch's DataLoader, no cache, each read first "
+            "doing %s ms of torch arithmetic with the GIL released, as a decode). "
             "inline: the loop calls next() itself; thread: the loader advanced %s batches "
             "ahead by the background thread of `opt4store.to_device` (no copy on the CPU); "
             "paced: `to_device`'s default, each batch staged in the loop's thread or on "
@@ -25,8 +28,8 @@ def section_launch(data, path, machine_line):
             "medians and ranges over %s rounds; waited = the loop's time in next() (median)." % (
                 os.path.basename(path), machine_line(data, path), s.get("step_ms"),
                 s.get("items"), "x".join(str(d) for d in s.get("sample", [])),
-                data.get("source_loads"), s.get("batch"), s.get("workers"), s.get("depth"),
-                s.get("rounds")), "",
+                s.get("batch"), s.get("workers"), data.get("source_loads"),
+                s.get("decode_ms", "-"), s.get("depth"), s.get("rounds")), "",
             "| wait ms a step | loader | place | epoch / floor, median | range | waited s | "
             "loader alone s an epoch | on thread |",
             "| ---: | --- | --- | ---: | --- | ---: | ---: | ---: |"]

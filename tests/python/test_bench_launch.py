@@ -19,8 +19,8 @@ def test_launch_bench_runs_every_loader_inline_on_a_thread_and_paced(tmp_path):
     result = json.loads(out.read_text())
     assert result["source_loads"] == 400  # the first epoch only: every later read hit
     assert list(result["runs"]) == ["0", "1"]
-    keys = ["torch/inline", "torch/thread", "torch/paced",
-            "native/inline", "native/thread", "native/paced"]
+    keys = [f"{loader}/{place}" for loader in ("torch", "native", "decoding")
+            for place in ("inline", "thread", "paced")]
     for run in result["runs"].values():
         assert list(run["epoch_vs_floor"]) == keys
         assert run["batches"] == dict.fromkeys(keys, ROUNDS * STEPS)
@@ -31,8 +31,12 @@ def test_launch_bench_runs_every_loader_inline_on_a_thread_and_paced(tmp_path):
         assert all(len(v) == ROUNDS for v in run["loader_alone_s"].values())
         # The native loader's hits cost well under 1 ms a batch: none staged on the thread.
         # torch's cost about 1 ms, as much as these steps, so the rule may move them.
+        # The decoding loader's batches cost 16 x 1 ms: on the thread, but for each
+        # epoch's first batch (staged before the thread starts) and the first epoch's
+        # first two (timed before the first choice).
         assert run["on_thread"]["native/paced"] == 0
         assert 0 <= run["on_thread"]["torch/paced"] <= ROUNDS * STEPS
+        assert run["on_thread"]["decoding/paced"] >= ROUNDS * (STEPS - 1) - 3
 
     report = report_from(tmp_path, "launch.json", out.read_text())
     assert "## Loading beside a launch-bound step (CPU stand-in)" in report
