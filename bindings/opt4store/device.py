@@ -20,8 +20,8 @@ batch by batch (the pace rule):
 The pace rule: loading is measured in CPU seconds of the thread that does
 it (time.thread_time over the loader's next() and the staging: its work,
 not its waits for worker processes or the GIL), the step in wall seconds
-between the caller's next() calls, each the median of the last
-_PACE_WINDOW batches. Loading moves to the thread when it costs more than
+between the caller's next() calls, each the median of the last 4
+batches (_PACE_WINDOW). Loading moves to the thread when it costs more than
 an eighth of the step and more than 1 ms (a decode with num_workers=0, an
 epoch of misses), and back to the caller's thread when it falls under half
 of that (cached epochs, batches that worker processes made). So an epoch
