@@ -49,15 +49,19 @@ class Phases:
             yield self.make(k)
 
 
-def loop(loader, depth=2, step_s=0.002, pace=None):
-    """The batches a loop gets, each held for a step of step_s (a sleep), and
-    the pace."""
+def fillers():
+    return [t for t in threading.enumerate() if t.name == FILLER]
+
+
+def loop(loader, depth=2, step_s=0.002, pace=None, got=None):
+    """The batches a loop gets (appended to `got` when given, as they come),
+    each held for a step of step_s (a sleep), and the pace."""
     pace = pace or _Pace()
-    got = []
+    got = [] if got is None else got
     for k in _paced(iter(loader), lambda b: b, depth, pace):
         got.append(k)
         time.sleep(step_s)
-    assert not [t for t in threading.enumerate() if t.name == FILLER]
+    assert not fillers()
     return got, pace
 
 
@@ -128,15 +132,9 @@ def test_an_error_on_the_thread_is_raised_after_the_batches_before_it():
     loader = Phases(20, cpu_s=lambda k: 0.010, fail_at=9)
     got = []
     with pytest.raises(KeyError, match="batch 9 failed"):
-        loop_into(loader, got)
+        loop(loader, got=got)
     assert got == list(range(9)) and loader.loaded_by[8] == FILLER
-    assert not [t for t in threading.enumerate() if t.name == FILLER]
-
-
-def loop_into(loader, got):
-    for k in _paced(iter(loader), lambda b: b, 2, _Pace()):
-        got.append(k)
-        time.sleep(0.002)
+    assert not fillers()
 
 
 def test_a_break_on_the_thread_stops_it_and_pulls_little_more():
@@ -148,7 +146,7 @@ def test_a_break_on_the_thread_stops_it_and_pulls_little_more():
             break
     batches.close()
     assert loader.loaded_by[10] == FILLER
-    assert not [t for t in threading.enumerate() if t.name == FILLER]
+    assert not fillers()
     assert len(loader.loaded_by) <= 11 + 2 + 1
 
 
@@ -215,4 +213,4 @@ def test_cuda_batches_staged_on_both_sides_of_the_handovers_have_their_values():
                                                                range(36, 40))
     assert not any(by[k] == FILLER for k in range(20, 30))
     assert device_loader.batches_on_thread == sum(1 for k in got if by[k] == FILLER)
-    assert not [t for t in threading.enumerate() if t.name == FILLER]
+    assert not fillers()
