@@ -99,18 +99,20 @@ class JobList:
         self.parts = {}
         self.tail = None
         self.slot_for = {}
+        self.again = None  # per batch: its rows read again later (read_again), or None
 
-    def set_epoch_jobs(self, plan, jobs, tail=False):
+    def set_epoch_jobs(self, plan, jobs, tail=False, deferred=True):
         """The epoch's batches, and {batch number: [rows]} for the workers;
         with `tail`, plan's last entry is drop_last's tail, whose jobs take
-        no slot. Slots of an abandoned epoch's jobs are free again: torch's
+        no slot. deferred: the workers leave loads for the loader to store
+        (no transform), so the rows read again are marked (read_again). Slots of an abandoned epoch's jobs are free again: torch's
         persistent workers finish those jobs before they take the new ones."""
         self.release()
         self.tail = len(plan) - 1 if tail else None
         self.plan = plan
         self.jobs = sorted(jobs.items())
         self.parts = {number: len(parts) for number, parts in self.jobs}
-        self.again = read_again(plan) if jobs else None
+        self.again = read_again(plan) if jobs and deferred else None
 
     def parts_of(self, number):
         return self.parts[number]
@@ -128,6 +130,7 @@ class JobList:
         for slot in self.slot_for.values():
             self.slots.give_back(slot)
         self.slot_for = {}
+        self.again = None  # per batch: its rows read again later (read_again), or None
 
     def __len__(self):
         return sum(len(parts) for _, parts in self.jobs)
@@ -141,10 +144,11 @@ class JobList:
                 # A slot made after the workers started travels with the job.
                 carried = self.slots.tensors[slot] if slot >= self.slots.known else None
             positions, indices = self.plan[number]
-            again = self.again[number]
+            again = self.again[number] if self.again is not None else None
             for rows in parts:
+                store_now = rows[again[rows]].tolist() if again is not None else []
                 yield [(number, slot, carried, positions[rows].tolist(),
-                        indices[rows].tolist(), rows.tolist(), rows[again[rows]].tolist())]
+                        indices[rows].tolist(), rows.tolist(), store_now)]
 
 
 def read_again(plan):

@@ -439,7 +439,8 @@ class DataLoader:
             jobs[len(plan)] = np.array_split(tail, max(1, min(self.num_workers,
                                                               len(tail) // _MIN_JOB_ROWS)))
             plan = plan + [self._tail]
-        self._job_list.set_epoch_jobs(plan, jobs, tail=len(tail) > 0)
+        self._job_list.set_epoch_jobs(plan, jobs, tail=len(tail) > 0,
+                                      deferred=self.dataset.transform is None)
         return iter(self._filler)
 
     def _batch_rows(self):
