@@ -27,10 +27,10 @@ with no copy to make here, up to 2 batches ahead) and "paced" (to_device's
 default: each batch staged in the loop's thread or on that thread by the
 pace rule, one pace per loader kept across rounds, as a DeviceLoader keeps
 its own; "on_thread" counts its batches staged on the thread). Per round,
-for each of the nine, one pass of the floor (the same steps with no loading), then one epoch;
-each epoch is set against that pass. Also each loader's epoch alone, with
-no step. Reported: the median and the range of the ratios over ROUNDS, and
-the loop's wait in next().
+for each of the nine, one pass of the floor (the same steps with no
+loading), then one epoch; each epoch is set against that pass. Also each
+loader's epoch alone, with no step. Reported: the median and the range of
+the ratios over ROUNDS, and the loop's wait in next().
 
 A run for each --wait-ms (default 0 and 16: all launches, and a step that
 waits as long as it launches). The exit status is 1 if a read after the
@@ -52,7 +52,7 @@ import torch
 import torch.utils.data
 
 import opt4store
-from opt4store.device import _ahead, _Pace, _paced
+from opt4store.device import _Pace, _paced
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_bench import machine_info  # noqa: E402
@@ -166,10 +166,9 @@ def measure(loaders, step, rounds):
             alone_s[name].append(alone(loaders[name]))
             for place in PLACES:
                 f = floor(step, steps)
-                batches = {"inline": lambda: loaders[name],
-                           "thread": lambda: _ahead(iter(loaders[name]), lambda b: b, 2),
-                           "paced": lambda: _paced(iter(loaders[name]), lambda b: b, 2,
-                                                   paces[name])}[place]()
+                pace = paces[name] if place == "paced" else _Pace(rule=False)
+                batches = (loaders[name] if place == "inline" else
+                           _paced(iter(loaders[name]), lambda b: b, 2, pace))
                 seconds, waited, count = epoch(batches, step)
                 ratios[f"{name}/{place}"].append(seconds / f)
                 waits[f"{name}/{place}"].append(waited)
