@@ -105,7 +105,7 @@ class JobList:
         """The epoch's batches, and {batch number: [rows]} for the workers;
         with `tail`, plan's last entry is drop_last's tail, whose jobs take
         no slot. deferred: the workers leave loads for the loader to store
-        (no transform), so the rows read again are marked (read_again). Slots of an abandoned epoch's jobs are free again: torch's
+        self.again = None  # per batch: its rows read again later (read_again)
         persistent workers finish those jobs before they take the new ones."""
         self.release()
         self.tail = len(plan) - 1 if tail else None
