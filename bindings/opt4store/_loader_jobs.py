@@ -99,13 +99,14 @@ class JobList:
         self.parts = {}
         self.tail = None
         self.slot_for = {}
-        self.again = None  # per batch: its rows read again later (read_again), or None
+        self.again = None  # per batch: its rows read again later, or None
 
     def set_epoch_jobs(self, plan, jobs, tail=False, deferred=True):
         """The epoch's batches, and {batch number: [rows]} for the workers;
         with `tail`, plan's last entry is drop_last's tail, whose jobs take
         no slot. deferred: the workers leave loads for the loader to store
-        self.again = None  # per batch: its rows read again later (read_again)
+        (no transform), so the rows read again are marked (read_again).
+        Slots of an abandoned epoch's jobs are free again: torch's
         persistent workers finish those jobs before they take the new ones."""
         self.release()
         self.tail = len(plan) - 1 if tail else None
@@ -130,7 +131,7 @@ class JobList:
         for slot in self.slot_for.values():
             self.slots.give_back(slot)
         self.slot_for = {}
-        self.again = None  # per batch: its rows read again later (read_again), or None
+        self.again = None  # per batch: its rows read again later, or None
 
     def __len__(self):
         return sum(len(parts) for _, parts in self.jobs)
