@@ -92,8 +92,11 @@ class JobList:
     when the batch is assembled; its jobs write their rows there. drop_last's
     tail comes last, in jobs that take no slot."""
 
-    def __init__(self, slots):
+    def __init__(self, slots, deferred=True):
         self.slots = slots
+        # The workers leave loads for the loader to store (no transform): the
+        # rows read again are marked (read_again).
+        self.deferred = deferred
         self.plan = []
         self.jobs = []
         self.parts = {}
@@ -101,19 +104,17 @@ class JobList:
         self.slot_for = {}
         self.again = None  # per batch: its rows read again later, or None
 
-    def set_epoch_jobs(self, plan, jobs, tail=False, deferred=True):
+    def set_epoch_jobs(self, plan, jobs, tail=False):
         """The epoch's batches, and {batch number: [rows]} for the workers;
         with `tail`, plan's last entry is drop_last's tail, whose jobs take
-        no slot. deferred: the workers leave loads for the loader to store
-        (no transform), so the rows read again are marked (read_again).
-        Slots of an abandoned epoch's jobs are free again: torch's
+        no slot. Slots of an abandoned epoch's jobs are free again: torch's
         persistent workers finish those jobs before they take the new ones."""
         self.release()
         self.tail = len(plan) - 1 if tail else None
         self.plan = plan
         self.jobs = sorted(jobs.items())
         self.parts = {number: len(parts) for number, parts in self.jobs}
-        self.again = read_again(plan) if jobs and deferred else None
+        self.again = read_again(plan) if jobs and self.deferred else None
 
     def parts_of(self, number):
         return self.parts[number]

@@ -421,7 +421,7 @@ class DataLoader:
             count = depth + 2 + _LENT_SLOTS
             if self._slots is None or self._slots.known != count:
                 self._slots = _batch_layout.shared_slots(self._layout, self._batch_rows(), count)
-            self._job_list = JobList(self._slots)
+            self._job_list = JobList(self._slots, deferred=self.dataset.transform is None)
             kwargs = dict(num_workers=self.num_workers, collate_fn=_first, timeout=self.timeout,
                           worker_init_fn=self.worker_init_fn,
                           multiprocessing_context=self.multiprocessing_context,
@@ -439,8 +439,7 @@ class DataLoader:
             jobs[len(plan)] = np.array_split(tail, max(1, min(self.num_workers,
                                                               len(tail) // _MIN_JOB_ROWS)))
             plan = plan + [self._tail]
-        self._job_list.set_epoch_jobs(plan, jobs, tail=len(tail) > 0,
-                                      deferred=self.dataset.transform is None)
+        self._job_list.set_epoch_jobs(plan, jobs, tail=len(tail) > 0)
         return iter(self._filler)
 
     def _batch_rows(self):
