@@ -34,10 +34,21 @@ depth=0: always in the caller's thread. pace=False: always on the thread.
 The rule's share assumes a step whose host thread is busy, as a
 launch-bound one is. A step that mostly waits for its GPU (a large batch,
 a sync such as loss.item() in every step) loses little to a thread's GIL
-work, while loading in its thread leaves the GPU idle for that time: by
-the rule up to an eighth of the step (a batch whose pinned copy takes 8 ms
-beside a 300 ms step stays in the caller's thread, 2.7%). For such a step
-pace=False puts every batch on the thread.
+work, while loading in its thread leaves the GPU idle for that time, up
+to an eighth of the step by the rule; and a step busier than the rule
+assumes can lose more to the thread than its loading costs. So, where
+loading costs between 1/32 and half of the step (and over 1 ms), the pace
+tries the other place now and then (a trial): the wall time from one
+batch to the next, the median over 4 batches in each place once the
+handover is past, decides, and the place tried is kept when it was 3%
+faster. The first trial comes once 4 batches were timed in one place; the
+next 32 batches after a trial that changed the place, twice as many after
+one that did not (up to 1024). A trial lasts until the place tried has 4
+such batches, at most 12 batches, so the slower place costs that, ever
+more rarely. What a trial chose holds until the next trial, or until the
+load's median leaves half to twice what it was then (another kind of
+loading: the rule again). ``trials`` counts them. pace=False puts every
+batch on the thread, with no trial.
 
 Ordering: a slot is refilled only after the copy out of it has completed
 (the stager waits on the CUDA event recorded after that copy), and one
@@ -90,6 +101,16 @@ _PACE_WINDOW = 4
 _PACE_MIN_STEPS = 2
 _THREAD_STEP_SHARE = 1 / 8
 _THREAD_MIN_LOAD_S = 1e-3
+# Its trials (module docstring): the shares of the step between which
+# loading is worth a trial of the other place, the most batches a trial
+# lasts, how much faster the place on trial must be, and the batches between
+# trials (doubling while the place stays, up to the most).
+_TRIAL_STEP_SHARE = 1 / 32
+_TRIAL_MAX_SHARE = 1 / 2
+_TRIAL_MAX_BATCHES = 3 * _PACE_WINDOW
+_TRIAL_MARGIN = 0.03
+_TRIAL_FIRST_INTERVAL = 32
+_TRIAL_MAX_INTERVAL = 1024
 
 
 def check_device(name, device):
@@ -143,24 +164,90 @@ def _stop_running():
 
 class _Pace:
     """Where a DeviceLoader stages its next batches: in the caller's thread
-    or on a background thread (the pace rule in the module's docstring).
-    Fed from the caller's thread only: the background thread hands its
-    loads over with the batches. rule=False: always the thread."""
+    or on a background thread (the pace rule and its trials, in the
+    module's docstring). Fed from the caller's thread only: the background
+    thread hands its loads over with the batches. rule=False: always the
+    thread."""
 
     def __init__(self, rule=True):
         self.rule = rule
         self.loads = collections.deque(maxlen=_PACE_WINDOW)  # CPU s loading a batch
         self.steps = collections.deque(maxlen=_PACE_WINDOW)  # wall s between next() calls
+        # Wall s from one batch handed over to the next, per place (True:
+        # the thread), since the loop last came to that place.
+        self.periods = {False: collections.deque(maxlen=_PACE_WINDOW),
+                        True: collections.deque(maxlen=_PACE_WINDOW)}
         self.on_thread = not rule
+        self.by_rule = False  # the rule's own choice, with its hysteresis
+        self.batches = 0
         self.batches_on_thread = 0  # staged on the background thread, since creation
+        self.trials = 0
+        self._trial = None  # (place on trial, place before it, batch count that ends it)
+        self._override = None  # (place, median load): a trial's choice against the rule
+        self._interval = _TRIAL_FIRST_INTERVAL
+        self._next_trial = 0
+        self._last_how = None
+
+    def begin(self):
+        """A new iteration: its first period follows no handover."""
+        self._last_how = None
+
+    def note_load(self, load, on_thread):
+        """A batch handed over: its load's CPU seconds, and where it was staged."""
+        self.loads.append(load)
+        self.batches += 1
+        self.batches_on_thread += on_thread
+
+    def note_period(self, how, seconds):
+        """The wall seconds since the batch before was handed over, and how
+        this one came: "thread" (from the thread's queue), "here" (the loop
+        staged the following batch in the meantime) or None (both, or
+        neither: a handover). Counted when the batch before came the same way."""
+        if how is not None and how == self._last_how:
+            self.periods[how == "thread"].append(seconds)
+        self._last_how = how
 
     def choose(self):
         """Whether the following batches are staged on a background thread."""
-        if self.rule and len(self.steps) >= _PACE_MIN_STEPS:
-            load, step = statistics.median(self.loads), statistics.median(self.steps)
-            limit = max(_THREAD_MIN_LOAD_S, step * _THREAD_STEP_SHARE)
-            self.on_thread = load > (limit / 2 if self.on_thread else limit)
-        return self.on_thread
+        if not self.rule or len(self.steps) < _PACE_MIN_STEPS:
+            return self.on_thread
+        load, step = statistics.median(self.loads), statistics.median(self.steps)
+        limit = max(_THREAD_MIN_LOAD_S, step * _THREAD_STEP_SHARE)
+        self.by_rule = load > (limit / 2 if self.by_rule else limit)
+        if self._trial is not None:
+            if len(self.periods[self._trial[0]]) < _PACE_WINDOW and self.batches < self._trial[2]:
+                return self.on_thread
+            self._end_trial(load)
+        elif self._override is not None and not (0.5 * self._override[1] <= load <=
+                                                 2 * self._override[1]):
+            self._override = None  # another kind of loading: the rule, until a trial
+            self._interval = _TRIAL_FIRST_INTERVAL
+            self._next_trial = self.batches + _PACE_WINDOW
+        chosen = self.by_rule if self._override is None else self._override[0]
+        if (self._trial is None and self.batches >= self._next_trial and
+                max(_THREAD_MIN_LOAD_S, step * _TRIAL_STEP_SHARE) < load < step * _TRIAL_MAX_SHARE
+                and chosen == self.on_thread and len(self.periods[chosen]) == _PACE_WINDOW):
+            self._trial = (not chosen, chosen, self.batches + _TRIAL_MAX_BATCHES)
+            self.trials += 1
+            chosen = not chosen
+        if chosen != self.on_thread:
+            self.periods[chosen].clear()
+        self.on_thread = chosen
+        return chosen
+
+    def _end_trial(self, load):
+        """Keeps the place on trial if its periods' median beat the place
+        before it by _TRIAL_MARGIN, else goes back; the next trial comes
+        twice as late when the place stays the same."""
+        tried, before, _ = self._trial
+        self._trial = None
+        won = (len(self.periods[tried]) == _PACE_WINDOW and statistics.median(self.periods[tried])
+               < statistics.median(self.periods[before]) * (1 - _TRIAL_MARGIN))
+        kept = tried if won else before
+        self._override = (kept, load) if kept != self.by_rule else None
+        self._interval = (_TRIAL_FIRST_INTERVAL if won else
+                          min(2 * self._interval, _TRIAL_MAX_INTERVAL))
+        self._next_trial = self.batches + self._interval
 
 
 class _Filler:
@@ -237,26 +324,42 @@ def _paced(iterator, stage, depth, pace):
 
     ready = collections.deque()  # staged items to yield before loading more
     filler = _Filler(iterator, stage, depth) if depth and not pace.rule else None
+    pace.begin()
+    handed = None  # when the batch before was handed over
     try:
         while True:
-            item = ready.popleft() if ready else filler.get() if filler else staged_here()
+            staged = 0
+            came_from_thread = not ready and filler is not None
+            if ready:
+                item = ready.popleft()
+            elif filler:
+                item = filler.get()
+            else:
+                item, staged = staged_here(), 1
             if item is _END:
                 return
             if isinstance(item, _Failed):
                 raise item.error
             batch, load, on_thread = item
-            pace.loads.append(load)
-            pace.batches_on_thread += on_thread
-            if depth and not filler and not ready and pace.choose():
-                filler = _Filler(iterator, stage, depth)
-            elif filler and not pace.choose():
-                ready.extend(filler.stop())
-                filler = None
+            pace.note_load(load, on_thread)
+            if depth:
+                thread = pace.choose()
+                if thread and not filler and not ready:
+                    filler = _Filler(iterator, stage, depth)
+                elif filler and not thread:
+                    ready.extend(filler.stop())
+                    filler = None
             if not filler and not ready:
                 ready.append(staged_here())  # the following batch, before this one is yielded
-            t0 = time.perf_counter()
+                staged += 1
+            now = time.perf_counter()
+            if handed is not None:
+                pace.note_period("thread" if came_from_thread and not staged else
+                                 "here" if staged == 1 and not came_from_thread else None,
+                                 now - handed)
+            handed = now
             yield batch
-            pace.steps.append(time.perf_counter() - t0)
+            pace.steps.append(time.perf_counter() - now)
     finally:
         if filler:
             filler.stop()
@@ -348,6 +451,12 @@ class DeviceLoader:
         iteration (the rest were staged in the caller's thread)."""
         return self._pace.batches_on_thread
 
+    @property
+    def trials(self):
+        """How many trials the pace made (batches staged in the other place
+        to time them: the module's docstring), over every iteration."""
+        return self._pace.trials
+
     def __iter__(self):
         if self.device.type == "cpu":
             yield from self.loader
@@ -378,9 +487,9 @@ def to_device(loader, device, non_blocking=True, depth=2, pace=True):
     of the caller through pinned memory on a side CUDA stream (DeviceLoader):
     one batch staged ahead in the caller's thread, or up to ``depth`` ahead
     on a background thread while loading costs the step more than a thread
-    would (the pace rule; depth=0: never a thread; pace=False: always the
-    thread, as for a step that mostly waits for its GPU). On the CPU it is
-    the identity: the loader itself is returned."""
+    would (the pace rule, and its trials where the choice is close;
+    depth=0: never a thread; pace=False: always the thread). On the CPU it
+    is the identity: the loader itself is returned."""
     device = check_device("device", device)
     check_bool("non_blocking", non_blocking)
     check_int("depth", depth, 0, _MAX_DEPTH)

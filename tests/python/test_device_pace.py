@@ -150,6 +150,76 @@ def test_a_break_on_the_thread_stops_it_and_pulls_little_more():
     assert len(loader.loaded_by) <= 11 + 2 + 1
 
 
+def feed(pace, n, load_s, step_s, thread_cost_s=0.0):
+    """Feeds pace what a loop measures whose batch loads in load_s of CPU
+    and whose step takes step_s, thread_cost_s more while the thread runs
+    beside it (its GIL work); the period from one batch to the next is the
+    step plus the loading done in the caller's thread, or the longer step.
+    Returns where each batch was staged (True: the thread)."""
+    places = []
+    for _ in range(n):
+        here = pace.on_thread
+        pace.note_load(load_s, here)
+        thread = pace.choose()
+        period = step_s + (thread_cost_s if here else load_s)
+        pace.note_period(None if thread != here else "thread" if here else "here", period)
+        pace.steps.append(step_s + (thread_cost_s if thread else 0.0))
+        places.append(thread)
+    return places
+
+
+def test_a_trial_moves_loading_beside_a_step_that_waits_for_its_gpu():
+    # 4 ms of loading beside a 40 ms step that waits (the rule keeps it here,
+    # under an eighth): the thread hides it, and its trial shows that.
+    pace = _Pace()
+    places = feed(pace, 400, 0.004, 0.040)
+    assert not pace.by_rule and all(places[20:32])
+    # Trials of the caller's thread again, ever rarer, each a few batches.
+    assert 3 <= pace.trials <= 6 and places[20:].count(False) <= 6 * pace.trials
+
+
+def test_a_trial_keeps_loading_here_beside_a_step_the_thread_slows():
+    # A launch-bound step that the thread slows by 8 ms: loading stays here,
+    # and the trials of the thread come twice as late each time.
+    pace = _Pace()
+    places = feed(pace, 2000, 0.004, 0.040, thread_cost_s=0.008)
+    assert not any(places[-100:])
+    assert 5 <= pace.trials <= 8 and sum(places) <= 6 * pace.trials
+
+
+def test_a_trial_keeps_loading_here_where_the_thread_slows_the_step_more_than_it_hides():
+    # 8 ms of loading beside a 40 ms step (the rule: the thread), but the
+    # thread's work lengthens the step by 12 ms.
+    pace = _Pace()
+    places = feed(pace, 200, 0.008, 0.040, thread_cost_s=0.012)
+    assert pace.by_rule and pace.trials >= 1 and not any(places[24:32])
+    assert places[20:].count(True) <= 6 * pace.trials
+
+
+def test_no_trial_where_loading_is_a_small_or_a_large_share_of_the_step():
+    for load_s, thread in ((0.001, False), (0.0005, False), (0.025, True)):
+        pace = _Pace()
+        places = feed(pace, 300, load_s, 0.040)
+        assert pace.trials == 0 and all(p == thread for p in places[4:]), load_s
+
+
+def test_another_kind_of_loading_ends_what_a_trial_chose():
+    pace = _Pace()
+    feed(pace, 60, 0.004, 0.040)
+    assert pace.on_thread and not pace.by_rule
+    # Loading became cheap (cached epochs after a decoding one): the rule again.
+    places = feed(pace, 20, 0.0005, 0.040)
+    assert not any(places[6:])
+
+
+def test_a_step_that_waits_gets_its_loading_moved_to_the_thread_in_time():
+    loader = Phases(40, cpu_s=lambda k: 0.004)
+    pace = _Pace()
+    got, _ = loop(loader, step_s=0.040, pace=pace)
+    assert got == list(range(40)) and not pace.by_rule and pace.trials >= 1
+    assert all(loader.loaded_by[k] == FILLER for k in range(24, 40))
+
+
 class Decoding(UniformDataset):
     """UniformDataset whose every load spends 2 ms of CPU, as a decode."""
 
