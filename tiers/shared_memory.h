@@ -6,15 +6,20 @@
 //   /<prefix>.<pid>.<seq>
 // after the process that created it. Forked children inherit the mapping;
 // other processes (spawned DataLoader workers) map it again with Attach(name).
-// The first 4 KiB of the object is a segment header (magic, creator pid and
-// start time, size); data() points past it and is page-aligned.
+// The first 4 KiB of the object is a segment header (magic, creator pid,
+// start time and pid namespace, size); data() points past it and is
+// page-aligned.
 //
 // Creation checks the free space of /dev/shm first (statvfs) and fails with
 // Status::NoSpace naming both sizes, then reserves every page with
 // posix_fallocate, so that a tmpfs that fills up later cannot SIGBUS a process
 // that touches the segment. It also removes objects with the same prefix whose
 // creator is dead (or whose pid now belongs to a different process), which is
-// what a kill -9 leaves behind.
+// what a kill -9 leaves behind. Only objects made in this process's pid
+// namespace are judged: in a container that shares /dev/shm with others
+// (docker --ipc=host) another namespace's pids cannot be looked up (and the
+// same pid may be a live process there), and a live store's segments must
+// stay.
 //
 // Thread safety: a SharedSegment is immutable after Create/Attach; its const
 // methods may be called from any thread. The free functions are thread-safe.
@@ -51,6 +56,11 @@ struct ProcessIdentity {
 
 // This process. Cached, and refreshed in a forked child.
 ProcessIdentity CurrentProcess();
+
+// This process's pid namespace: the inode of /proc/self/ns/pid, 0 when it
+// cannot be read. Cached, and read again in a forked child (the child of a
+// process that called unshare(CLONE_NEWPID) is in the new namespace).
+uint64_t PidNamespace();
 
 // True while `pid` runs and (when start_ticks != 0) started at start_ticks.
 // A zombie counts as dead: it will never run again.
@@ -135,8 +145,9 @@ class SharedSegment {
   // use): the object is opened O_RDONLY and mapped PROT_READ, so that the
   // looker cannot change it. Writing through data() faults.
   static Status AttachReadOnly(const std::string& name, std::unique_ptr<SharedSegment>* out);
-  // Removes the objects in shm_dir named "<prefix>.<pid>.<seq>" whose creator
-  // is dead. *removed (may be null) gets the number removed.
+  // Removes the objects in shm_dir named "<prefix>.<pid>.<seq>" whose header
+  // names a creator of this pid namespace that is dead. *removed (may be
+  // null) gets the number removed.
   static Status RemoveStale(const std::string& shm_dir, const std::string& prefix, int* removed);
 
   // Unmaps. The creating process also unlinks the name; a forked child that
