@@ -28,7 +28,8 @@ transfers: "copy" moves every batch of torch's DataLoader with a blocking
 .to(device) from pageable memory (a loop without pin_memory); "to_device"
 wraps that loader in opt4store.to_device (batches staged ahead through
 reused pinned buffers, copied on a side stream while the model computes, on
-a background thread where the pace rule puts them: "on_thread"); "loader" is
+a background thread where the pace rule puts them: "pace" counts the
+batches staged there and the rule's trials); "loader" is
 opt4store.DataLoader(device=...) (store configurations only), which
 assembles hits natively and copies them the same way. "ratios" has each
 configuration's total against no_cache with the same transfer (the loader's
@@ -100,7 +101,7 @@ import opt4store
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from demo import OUT, WithIndex  # noqa: E402
 from e2e_bench import image_set, reference_for  # noqa: E402
-from gpu_results import (CONFIGS, TRANSFERS, batches_on_thread, merge, ratios,  # noqa: E402
+from gpu_results import (CONFIGS, TRANSFERS, merge, pace_counts, ratios,  # noqa: E402
                          skip_without_gpu)
 from heavy_images import HEAVY_SIDE, HEAVY_WORK, heavy_image_set  # noqa: E402
 
@@ -337,13 +338,13 @@ def run(config, transfer, ds, trainer, reference, workers, epochs, store_dir):
             now = store.stats()
             per_epoch.append({k: now.get(k, 0) - previous.get(k, 0) for k in STAT_KEYS})
             previous = dict(now)
-    on_thread = batches_on_thread(batches)
+    pace = pace_counts(batches)
     del batches
     if store is not None:
         store.close()
         shutil.rmtree(store_dir, ignore_errors=True)
     return {"epoch_times": times, "wait_s": waits, "total": sum(times), "per_epoch": per_epoch,
-            "checked": checker.checked, "wrong": checker.wrong, "on_thread": on_thread}
+            "checked": checker.checked, "wrong": checker.wrong, "pace": pace}
 
 
 def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir):
@@ -395,7 +396,7 @@ def paired(ds, trainer, reference, batch, workers, transfers, rounds, store_dir)
             row["sm_mhz"][transfer] = [floor_mhz, sm_clock_mhz(trainer.device)]
         row["floor_s"] = row["floor_before_s"][row["order"][0]]
         out["rounds"].append(row)
-    out["on_thread"] = {t: batches_on_thread(loaders[t]) for t in transfers}
+    out["pace"] = {t: pace_counts(loaders[t]) for t in transfers}
     del loaders, plain
     out["stats"] = {k: v for k, v in store.stats().items() if k in STAT_KEYS}
     store.close()
@@ -554,7 +555,7 @@ def main():
                               + ("  vs floor " + " ".join(f"{v:.2f}" for v in r["epoch_vs_floor"])
                                  if "epoch_vs_floor" in r else "")
                               + "  waited " + " ".join(f"{t:.3f}" for t in r["wait_s"])
-                              + f"  on thread {r['on_thread']}"
+                              + f"  pace {r['pace']}"
                               + f"  checked {r['checked']} wrong {r['wrong']}", flush=True)
                 results[name][model][str(workers)] = runs
                 if rounds and "opt_disk_prefetch" in configs:
@@ -569,7 +570,7 @@ def main():
                                           f" (waited {row['wait_s'][t]:.3f})"
                                           for t in row["order"]), flush=True)
                     print(f"{name:8s} {model:24s} workers={workers} paired: source loads "
-                          f"{p['source_loads']} of {n}; on thread {p['on_thread']}; "
+                          f"{p['source_loads']} of {n}; pace {p['pace']}; "
                           f"checked {p['checked']} "
                           f"wrong {p['wrong']}", flush=True)
         del trainer

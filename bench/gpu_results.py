@@ -33,12 +33,15 @@ def ratios(results):
     return out
 
 
-def batches_on_thread(batches):
-    """How many batches to_device's background thread staged for `batches`
-    (a DeviceLoader, or an opt4store.DataLoader with device=), or None for a
-    loop with no DeviceLoader."""
+def pace_counts(batches):
+    """{"on_thread": batches to_device's background thread staged,
+    "trials": the pace's trials} for `batches` (a DeviceLoader, or an
+    opt4store.DataLoader with device=), or None for a loop with no
+    DeviceLoader."""
     device_loader = getattr(batches, "_on_device", batches)
-    return getattr(device_loader, "batches_on_thread", None)
+    if not hasattr(device_loader, "batches_on_thread"):
+        return None
+    return {"on_thread": device_loader.batches_on_thread, "trials": device_loader.trials}
 
 
 def skip_without_gpu(json_path, machine):

@@ -26,7 +26,8 @@ always advanced by the background thread that opt4store.to_device uses,
 with no copy to make here, up to 2 batches ahead) and "paced" (to_device's
 default: each batch staged in the loop's thread or on that thread by the
 pace rule, one pace per loader kept across rounds, as a DeviceLoader keeps
-its own; "on_thread" counts its batches staged on the thread). Per round,
+its own; "on_thread" counts its batches staged on the thread, "trials" the
+rule's trials of the other place). Per round,
 for each of the nine, one pass of the floor (the same steps with no
 loading), then one epoch; each epoch is set against that pass. Also each
 loader's epoch alone, with no step. Reported: the median and the range of
@@ -175,7 +176,8 @@ def measure(loaders, step, rounds):
                 batches_seen[f"{name}/{place}"] += count
     return {"calls_a_step": step.calls, "epoch_vs_floor": ratios, "wait_s": waits,
             "batches": batches_seen, "loader_alone_s": alone_s,
-            "on_thread": {f"{n}/paced": paces[n].batches_on_thread for n in LOADERS}}
+            "on_thread": {f"{n}/paced": paces[n].batches_on_thread for n in LOADERS},
+            "trials": {f"{n}/paced": paces[n].trials for n in LOADERS}}
 
 
 def main():
@@ -218,7 +220,9 @@ def main():
         for key, vs in r["epoch_vs_floor"].items():
             waited = statistics.median(r["wait_s"][key])
             print(f"  {key:14s} epoch / floor: median {statistics.median(vs):.3f} (range "
-                  f"{min(vs):.2f}-{max(vs):.2f}); waited {waited:.4f} s")
+                  f"{min(vs):.2f}-{max(vs):.2f}); waited {waited:.4f} s"
+                  + (f"; on thread {r['on_thread'][key]} of {r['batches'][key]}, trials "
+                     f"{r['trials'][key]}" if key in r["trials"] else ""))
     stats = store.stats()
     store.close()
     print(f"source loads {stats['source_loads']} of {ITEMS} (the first epoch's; "

@@ -23,7 +23,8 @@ def section_launch(data, path, machine_line):
             "inline: the loop calls next() itself; thread: the loader advanced %s batches "
             "ahead by the background thread of `opt4store.to_device` (no copy on the CPU); "
             "paced: `to_device`'s default, each batch staged in the loop's thread or on "
-            "that thread by the pace rule (on thread: its batches staged there). "
+            "that thread by the pace rule (on thread: its batches staged there; trials: "
+            "the rule's trials of the other place). "
             "Each epoch over a floor pass (the same steps, no loading) taken just before it; "
             "medians and ranges over %s rounds; waited = the loop's time in next() (median)." % (
                 os.path.basename(path), machine_line(data, path), s.get("step_ms"),
@@ -31,15 +32,16 @@ def section_launch(data, path, machine_line):
                 s.get("batch"), s.get("workers"), data.get("source_loads"),
                 s.get("decode_ms", "-"), s.get("depth"), s.get("rounds")), "",
             "| wait ms a step | loader | place | epoch / floor, median | range | waited s | "
-            "loader alone s an epoch | on thread |",
-            "| ---: | --- | --- | ---: | --- | ---: | ---: | ---: |"]
+            "loader alone s an epoch | on thread | trials |",
+            "| ---: | --- | --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     for wait, r in runs.items():
         for key, vs in r["epoch_vs_floor"].items():
             loader, place = key.split("/")
             on_thread = {"inline": 0, "thread": r["batches"][key]}.get(
                 place, r.get("on_thread", {}).get(key, "-"))
-            out.append("| %s | %s | %s | %.3f | %.2f-%.2f | %.4f | %.4f | %s |" % (
+            trials = r.get("trials", {}).get(key, "-")
+            out.append("| %s | %s | %s | %.3f | %.2f-%.2f | %.4f | %.4f | %s | %s |" % (
                 wait, loader, place, statistics.median(vs), min(vs), max(vs),
                 statistics.median(r["wait_s"][key]),
-                statistics.median(r["loader_alone_s"][loader]), on_thread))
+                statistics.median(r["loader_alone_s"][loader]), on_thread, trials))
     return out + [""]
