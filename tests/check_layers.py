@@ -27,7 +27,7 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 
 PUBLIC = {
     "status.h": "base", "huge_page_allocator.h": "base", "number_file.h": "base",
-    "value.h": "base", "read_sink.h": "base", "sizes.h": "base",
+    "value.h": "base", "read_sink.h": "base", "sizes.h": "base", "ram_units.h": "base",
     "plan.h": "plan", "next_use.h": "plan", "item_sizes.h": "plan", "policy.h": "plan",
     "simulator.h": "plan", "cluster_plan.h": "plan", "cluster_simulator.h": "plan",
     "store.h": "store", "store_stats.h": "store", "store_options.h": "store",

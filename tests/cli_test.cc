@@ -383,18 +383,24 @@ TEST_CASE("simulate with byte sizes", "[cli][simulate]") {
     CHECK(opt.at("bytes_hit") == 3072);
     CHECK(opt.at("bytes_read") == 7168);
   }
-  SECTION("--sizes: per-item sizes from a file") {
+  SECTION("--sizes: per-item sizes from a file, each in the RAM tier's whole units") {
     const std::string sizes = dir.File("sizes.txt");
     WriteAll(sizes, "100\n100\n100\n100\n");
+    // Each 100-byte item takes 128 bytes (two 64-byte units): 256 bytes hold two.
     CliResult r = Cli(dir, {"simulate", "--plan", path, "--sizes", sizes, "--capacity-bytes",
-                            "200", "--policy", "opt,lru", "--json"});
+                            "256", "--policy", "opt,lru", "--json"});
     INFO(r.err);
     REQUIRE(r.status == 0);
     const Json policies = ParseJson(r.out).at("policies");
     CHECK(policies.at("opt").at("hits") == 3);
-    CHECK(policies.at("opt").at("bytes_hit") == 300);
+    CHECK(policies.at("opt").at("bytes_hit") == 300);  // bytes served: the items' own
     CHECK(policies.at("lru").at("hits") == 0);
     CHECK(policies.at("opt").at("byte_hit_rate") == 0.428571);
+    // 200 bytes hold one, as in the store (two 100-byte items would fit raw).
+    CliResult one = Cli(dir, {"simulate", "--plan", path, "--sizes", sizes, "--capacity-bytes",
+                              "200", "--policy", "opt", "--json"});
+    REQUIRE(one.status == 0);
+    CHECK(ParseJson(one.out).at("policies").at("opt").at("hits") == 2);
     CliResult ratio = Cli(dir, {"simulate", "--plan", path, "--sizes", sizes,
                                 "--capacity-ratio", "0.5", "--json"});
     REQUIRE(ratio.status == 0);

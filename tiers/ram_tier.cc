@@ -82,6 +82,7 @@
 #include <cstring>
 
 #include "engine/base/atomic_max.h"
+#include "opt4store/ram_units.h"
 #include "opt4store/sizes.h"
 #include "tiers/ram_tier_layout.h"
 
@@ -124,14 +125,13 @@ Status RamTier::Create(const RamTierOptions& options, std::unique_ptr<RamTier>* 
     Status s = SharedSegment::Create(so, options.capacity_bytes, &refused);
     return s.ok() ? Status::NoSpace("RamTier: capacity_bytes is too large") : s;
   }
-  // The offset field holds 32 bits of units: grow the unit for arenas over
-  // 256 GiB rather than limit the arena.
-  uint32_t shift = kMinUnitShift;
-  while (shift < 40 &&
-         ((options.capacity_bytes - 1) >> shift) >= ArenaAllocator::kMaxCapacityUnits) {
-    ++shift;
-  }
-  const uint64_t unit = uint64_t{1} << shift;
+  // The offset field holds 32 bits of units: the unit grows for arenas over
+  // 256 GiB rather than limit the arena (opt4store/ram_units.h).
+  static_assert(kRamMaxUnits == ArenaAllocator::kMaxCapacityUnits &&
+                    RamUnitBytes(1) == uint64_t{1} << kMinUnitShift,
+                "the RAM tier's units are those ram_units.h names");
+  const uint64_t unit = RamUnitBytes(options.capacity_bytes);
+  const uint32_t shift = static_cast<uint32_t>(__builtin_ctzll(unit));
   const uint64_t arena_bytes = RoundUp(options.capacity_bytes, unit);
   const uint64_t slots_offset = kPage;
   const uint64_t table_offset = RoundUp(slots_offset + kNumSlots * sizeof(StatsSlot), kPage);

@@ -20,6 +20,7 @@
 #include "opt4store/item_sizes.h"
 #include "opt4store/plan.h"
 #include "opt4store/policy.h"
+#include "opt4store/ram_units.h"
 #include "opt4store/simulator.h"
 #include "opt4store/status.h"
 
@@ -120,6 +121,7 @@ Status BuildRequest(const SimulateCommandOptions& o, SimulateRequest* r) {
     }
     r->total_bytes = sizes.Total();
     sim.sizes = std::move(sizes);
+    sim.ram_units = true;  // each item in the RAM tier's whole units, as the store counts
   } else if (!o.item_size.empty()) {
     OPT4STORE_RETURN_IF_ERROR(ParseSize(o.item_size, &r->item_size).WithContext("--item-size"));
     if (r->item_size == 0) return Status::InvalidArgument("--item-size: must be at least 1 byte");
@@ -160,7 +162,8 @@ Status BuildRequest(const SimulateCommandOptions& o, SimulateRequest* r) {
       return Status::InvalidArgument(std::string(flag) + " " + CapacityText(*r, c) +
                                      " is larger than the dataset (" + dataset + ")");
     }
-    sim.capacities.push_back(r->item_size ? c / r->item_size : c);
+    // Equal sizes: the capacity in items, each in the RAM tier's whole units.
+    sim.capacities.push_back(r->item_size ? c / InRamUnits(r->item_size, RamUnitBytes(c)) : c);
   }
   r->curve = o.curve || caps.size() > 1;
   r->json = o.json;
@@ -441,9 +444,12 @@ Command AddSimulateCommand(CLI::App* parent) {
                    "--sizes or --item-size",
                    "B[,B...]");
   AddGroupedOption(app, kCapacity, "--sizes", &options->sizes,
-                   "Number file whose i-th value is the byte size of id i", "FILE");
+                   "Number file whose i-th value is the byte size of id i (each counted in "
+                   "the RAM tier's whole units, 64 bytes up to 256 GiB, as the store does)",
+                   "FILE");
   AddGroupedOption(app, kCapacity, "--item-size", &options->item_size,
-                   "Every item is this many bytes", "BYTES");
+                   "Every item is this many bytes (in whole units, as --sizes)",
+                   "BYTES");
   app->add_flag("--curve", options->curve,
                 "Print a curve; without a capacity, ratios 0.1, 0.2, ..., 0.9")
       ->group(kCapacity);

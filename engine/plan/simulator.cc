@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "opt4store/next_use.h"
+#include "opt4store/ram_units.h"
 
 namespace opt4store {
 
@@ -83,8 +84,10 @@ Status RunPass(const SimulationOptions& options, uint64_t capacity,
   std::vector<Access> accesses(kBlock);
   std::vector<StepReveal> reveals;
   std::vector<uint64_t> costs(kBlock);
+  std::vector<uint64_t> sizes(kBlock);
   std::vector<uint8_t> hits(kBlock);
   const bool uniform_cost = !BytesMode(options.sizes);
+  const uint64_t unit = options.ram_units ? RamUnitBytes(capacity) : 0;
   uint64_t bytes_read = 0;
   uint64_t total = 0;
   for (;;) {
@@ -93,8 +96,9 @@ Status RunPass(const SimulationOptions& options, uint64_t capacity,
     if (n == 0) break;
     if (!uniform_cost) {
       for (size_t i = 0; i < n; ++i) {
-        costs[i] = options.sizes.Size(accesses[i].id);
-        bytes_read += costs[i];
+        sizes[i] = options.sizes.Size(accesses[i].id);
+        costs[i] = unit ? InRamUnits(sizes[i], unit) : sizes[i];
+        bytes_read += sizes[i];
       }
     } else {
       bytes_read += n;
@@ -112,7 +116,7 @@ Status RunPass(const SimulationOptions& options, uint64_t capacity,
         r.bytes_hit += policy.counters().hits - hits_before;
       } else {
         for (size_t i = 0; i < n; ++i) {
-          if (hits[i]) r.bytes_hit += costs[i];
+          if (hits[i]) r.bytes_hit += sizes[i];
         }
       }
     }

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "opt4store/ram_units.h"
 #include "tiers/disk_index.h"
 
 namespace opt4store {
@@ -27,9 +28,9 @@ Residency::Residency(const ResidencyOptions& options, ResidencyTiers* tiers)
 // ---------------------------------------------------------------- sizes
 
 uint64_t Residency::WholeUnits(uint64_t bytes) const {
-  const uint64_t b = std::min<uint64_t>(std::max<uint64_t>(bytes, 1), UINT32_MAX);
-  const uint64_t unit = std::max<uint64_t>(options_.size_unit, 1);
-  return std::min<uint64_t>((b + unit - 1) / unit * unit, UINT32_MAX);
+  return std::min<uint64_t>(InRamUnits(std::min<uint64_t>(bytes, UINT32_MAX),
+                                       std::max<uint64_t>(options_.size_unit, 1)),
+                            UINT32_MAX);
 }
 
 void Residency::NoteSize(ItemId id, uint64_t bytes) {

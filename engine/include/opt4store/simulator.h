@@ -31,6 +31,10 @@ struct SimulationOptions {
   // (Constant(bytes, n), FromFile or FromVector), even if every size is equal.
   std::vector<uint64_t> capacities;
   ItemSizes sizes;
+  // With sizes: each item costs its size in whole units of the RAM tier of
+  // that capacity (opt4store/ram_units.h), as the store's policy counts it,
+  // and not its bytes. bytes_read and bytes_hit stay in bytes.
+  bool ram_units = false;
   uint64_t seed = 0;  // for the random policy
 };
 
