@@ -24,7 +24,7 @@ import numpy as np
 
 from ._cluster_plan import index_dtype, search
 from ._errors import IOError_, NoSpaceError
-from .distributed import remove_files_of_gone, shared_folder
+from .distributed import remove_files_of_gone, shared_folder, user_prefix
 
 # The readers' part of the host plan: file suffix -> what it holds.
 _READER_PLAN = ("own", "arrival_reads", "arrival_items", "arrival_homes", "arrival_epochs")
@@ -36,13 +36,13 @@ def state_path(handle):
     pid is in its name, for remove_orphans."""
     key = hashlib.sha1(handle.encode()).hexdigest()[:16]
     pid = handle.rsplit(".", 2)[-2] if handle.count(".") >= 2 else "0"
-    return os.path.join(shared_folder(), f"opt4store-{os.getuid()}-cluster-{pid}-{key}.state")
+    return os.path.join(shared_folder(), f"{user_prefix()}cluster-{pid}-{key}.state")
 
 
 def remove_orphans():
     """Removes the files of cluster hosts whose owner process is gone (a
     host killed before its close): the readers' plan can be large."""
-    prefix = f"opt4store-{os.getuid()}-cluster-"
+    prefix = f"{user_prefix()}cluster-"
 
     def owner_of(name):
         pid = name[len(prefix):].split("-", 1)[0]

@@ -157,6 +157,23 @@ def pid_alive(pid, started=None):
     return started is None or start_ticks(pid) in (None, started)
 
 
+def pid_namespace():
+    """This process's pid namespace: the inode of /proc/self/ns/pid, 0 when
+    it cannot be read (as the engine's shm::PidNamespace)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def user_prefix():
+    """The start of the names of this user's files in shared_folder(), in
+    this pid namespace: a container that shares /dev/shm with others (docker
+    --ipc=host) neither reads another's files nor judges their writers,
+    whose pids mean nothing here."""
+    return f"opt4store-{os.getuid()}-pidns{pid_namespace()}-"
+
+
 def shared_folder():
     """Where the handle files (and a cluster host's state files) live:
     /dev/shm when it is writable, else the temp dir."""
@@ -204,7 +221,7 @@ def remove_orphan_handles(folder):
             return (int(pid), None) if pid.isdigit() else None
         record = read_handle(os.path.join(folder, name)) if name.endswith(".handle") else None
         return None if record is None else (record["pid"], record.get("started"))
-    remove_files_of_gone(folder, f"opt4store-{os.getuid()}-", owner_of)
+    remove_files_of_gone(folder, user_prefix(), owner_of)
 
 
 class LocalSharing:
@@ -311,7 +328,7 @@ class LocalSharing:
         key = self.name if self.name else hashlib.sha1(
             os.path.realpath(self.path).encode()).hexdigest()[:16]
         key = re.sub(r"[^A-Za-z0-9_.-]", "_", key)[:100]
-        return os.path.join(shared_folder(), f"opt4store-{os.getuid()}-{key}.handle")
+        return os.path.join(shared_folder(), f"{user_prefix()}{key}.handle")
 
     def _read_file(self):
         return read_handle(self.handle_file())

@@ -26,7 +26,7 @@ import torch.utils.data
 
 import opt4store
 from o4s_testlib import CallCounter, UniformDataset, belady_hits, child_env, uniform_item
-from opt4store.distributed import start_ticks
+from opt4store.distributed import start_ticks, user_prefix
 
 try:
     import torch.distributed as dist
@@ -279,7 +279,7 @@ def test_an_owner_removes_the_handle_files_of_owners_that_are_gone(tmp_path):
     store = opt4store.Store(tmp_path / "store", ram_items=64, disk=0, shared="local",
                             local_rank=0, local_world_size=2, shared_timeout=0.1)
     folder = os.path.dirname(store._sharing.handle_file())
-    prefix = os.path.join(folder, f"opt4store-{os.getuid()}-test-{os.getpid()}")
+    prefix = os.path.join(folder, f"{user_prefix()}test-{os.getpid()}")
     files = {"gone": f"{prefix}-gone.handle", "half": f"{prefix}-half.handle.{gone.pid}.tmp",
              "live": f"{prefix}-live.handle", "reused": f"{prefix}-reused.handle"}
     started = start_ticks(os.getpid())
@@ -304,6 +304,39 @@ def test_an_owner_removes_the_handle_files_of_owners_that_are_gone(tmp_path):
         for path in files.values():
             if os.path.exists(path):
                 os.remove(path)
+
+
+def test_handle_files_of_another_pid_namespace_are_neither_read_nor_removed(tmp_path):
+    """Containers that share /dev/shm (docker --ipc=host) do not share
+    pids: a writer in another pid namespace looks dead here, or like
+    another process. Its handle file, under the same store path, is not this
+    namespace's: the owner here neither removes nor replaces it, and a rank
+    here never attaches the store it names."""
+    ns = os.stat("/proc/self/ns/pid").st_ino
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dataset = UniformDataset(64, 4)
+    reader = opt4store.Store(tmp_path / "store", ram_items=64, disk=0, shared="local",
+                             local_rank=1, local_world_size=2, shared_timeout=0.3)
+    ours = reader._sharing.handle_file()
+    assert os.path.basename(ours).startswith(f"opt4store-{os.getuid()}-pidns{ns}-")
+    theirs = ours.replace(f"-pidns{ns}-", f"-pidns{ns + 1}-")
+    with open(theirs, "w") as f:
+        json.dump({"pid": gone.pid, "handle": "/opt4store-ctl.1.2", "path": str(tmp_path)}, f)
+    try:
+        base = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=1)
+        with pytest.raises(opt4store.Error, match="waited"):
+            opt4store.CachedDataset(dataset, reader, opt4store.PlannedSampler(base, epochs=1))
+        owner = opt4store.Store(tmp_path / "store", ram_items=64, disk=0, shared="local",
+                                local_rank=0, local_world_size=2, shared_timeout=0.1)
+        base = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=0)
+        opt4store.CachedDataset(dataset, owner, opt4store.PlannedSampler(base, epochs=1))
+        assert owner.is_owner and os.path.exists(ours) and os.path.exists(theirs)
+        with pytest.warns(RuntimeWarning, match="never attached"):
+            owner.close()
+        assert os.path.exists(theirs) and not os.path.exists(ours)
+    finally:
+        os.remove(theirs)
 
 
 def test_reader_times_out_without_an_owner(tmp_path):
