@@ -401,33 +401,17 @@ TEST_CASE("RamTier: a forked child is a reader and does not unlink", "[ram]") {
 TEST_CASE("RamTier: creation removes the segments of dead owners only", "[ram]") {
   const std::string prefix = TestPrefix("stale");
   // A child creates a tier and dies without cleaning up (as after kill -9).
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(fds[0]);
+  const std::string stale = opt4store_test::NameFromChild([&](int fd) {
     RamTierOptions o;
     o.capacity_bytes = kMiB;
     o.num_items = 10;
     o.name_prefix = prefix;
     std::unique_ptr<RamTier> t;
-    if (!RamTier::Create(o, &t).ok()) _exit(1);
-    char name[256] = {0};
-    std::snprintf(name, sizeof name, "%s", t->name().c_str());
-    if (write(fds[1], name, sizeof name) != sizeof name) _exit(2);
+    if (!RamTier::Create(o, &t).ok()) return 1;
+    if (!opt4store_test::SendName(fd, t->name())) return 2;
     t.release();  // leak: no destructor, no unlink
-    _exit(0);
-  }
-  close(fds[1]);
-  char name[256] = {0};
-  REQUIRE(read(fds[0], name, sizeof name) == static_cast<ssize_t>(sizeof name));
-  close(fds[0]);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
-  const std::string stale = name;
+    return 0;
+  });
   REQUIRE(FileExists(ShmPath(stale)));
 
   // An object that claims a live pid (our parent's) with no valid header:

@@ -1,10 +1,15 @@
-// MakeTier for the RAM tier's tests: a fresh tier under a test's own
-// shared-memory prefix.
+// For the RAM tier's and shared segments' tests: a fresh tier under a
+// test's own shared-memory prefix, and the name of a segment a child process
+// leaked.
 #ifndef OPT4STORE_TESTS_RAM_TIER_TEST_UTIL_H_
 #define OPT4STORE_TESTS_RAM_TIER_TEST_UTIL_H_
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,6 +28,41 @@ inline std::unique_ptr<opt4store::RamTier> MakeRamTier(uint64_t capacity, uint64
   INFO(s.ToString());
   REQUIRE(s.ok());
   return t;
+}
+
+// The length of a name sent by NameFromChild's child.
+inline constexpr size_t kChildNameBytes = 256;
+
+// Forks a child that runs `child` with the write end of a pipe, to which it
+// (or a process it forks) writes a segment's name in exactly
+// kChildNameBytes bytes (NUL-padded) before leaving the segment behind, as
+// a kill -9 would; the child's exit status is child's return. Returns that
+// name once the child has exited with status 0.
+inline std::string NameFromChild(const std::function<int(int fd)>& child) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    _exit(child(fds[1]));
+  }
+  close(fds[1]);
+  char name[kChildNameBytes] = {0};
+  REQUIRE(read(fds[0], name, sizeof name) == static_cast<ssize_t>(sizeof name));
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  return name;
+}
+
+// Sends `name` as NameFromChild's child must: false when the write fails.
+inline bool SendName(int fd, const std::string& name) {
+  char buf[kChildNameBytes] = {0};
+  name.copy(buf, sizeof buf - 1);
+  return write(fd, buf, sizeof buf) == static_cast<ssize_t>(sizeof buf);
 }
 
 }  // namespace opt4store_test

@@ -11,12 +11,10 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 
+#include "ram_tier_test_util.h"
 #include "test_util.h"
 
 namespace opt4store {
@@ -37,50 +35,33 @@ bool ShmExists(const std::string& name) { return opt4store_test::FileExists("/de
 // needs privileges; the mounts are made private first, so that the new /proc
 // stays in the new mount namespace); "" when no such namespace can be made here.
 std::string LeakedSegmentName(const std::string& prefix, bool in_new_namespace) {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(fds[0]);
-    char name[256] = {0};
-    auto none = [&] { _exit(write(fds[1], name, sizeof name) == sizeof name ? 0 : 2); };
+  return opt4store_test::NameFromChild([&](int fd) {
+    auto none = [&] { return opt4store_test::SendName(fd, "") ? 0 : 2; };
     if (in_new_namespace && unshare(CLONE_NEWPID | CLONE_NEWNS) != 0 &&
         unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) != 0) {
-      none();
+      return none();
     }
     // A new pid namespace holds the caller's children, not the caller.
     const pid_t creator = in_new_namespace ? fork() : 0;
-    if (creator < 0) _exit(3);
+    if (creator < 0) return 3;
     if (creator == 0) {
       if (in_new_namespace &&
           (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
            mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)) {
-        none();
+        _exit(none());
       }
       std::unique_ptr<SharedSegment> segment;
       if (!SharedSegment::Create(Options(prefix), 4096, &segment).ok()) {
-        if (in_new_namespace) none();
-        _exit(4);
+        _exit(in_new_namespace ? none() : 4);
       }
-      std::snprintf(name, sizeof name, "%s", segment->name().c_str());
-      if (write(fds[1], name, sizeof name) != sizeof name) _exit(5);
+      if (!opt4store_test::SendName(fd, segment->name())) _exit(5);
       segment.release();  // no destructor: the name stays, as after kill -9
       _exit(0);
     }
     int status = 0;
-    _exit(waitpid(creator, &status, 0) == creator && WIFEXITED(status) ? WEXITSTATUS(status)
-                                                                        : 6);
-  }
-  close(fds[1]);
-  char name[256] = {0};
-  REQUIRE(read(fds[0], name, sizeof name) == static_cast<ssize_t>(sizeof name));
-  close(fds[0]);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
-  return name;
+    return waitpid(creator, &status, 0) == creator && WIFEXITED(status) ? WEXITSTATUS(status)
+                                                                         : 6;
+  });
 }
 
 TEST_CASE("SharedSegment: a dead creator's object is removed by the next creation",
