@@ -304,6 +304,10 @@ ProcessIdentity SharedSegment::creator() const {
   return p;
 }
 
+uint64_t SharedSegment::creator_pid_namespace() const {
+  return reinterpret_cast<const SegmentHeader*>(base_)->creator_pid_namespace;
+}
+
 Status SharedSegment::Create(const SharedSegmentOptions& options, uint64_t data_bytes,
                              std::unique_ptr<SharedSegment>* out) {
   if (options.prefix.empty() || options.prefix.find('/') != std::string::npos) {

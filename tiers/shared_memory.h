@@ -167,6 +167,9 @@ class SharedSegment {
   const std::string& name() const { return name_; }
   // The creator as recorded in the segment header.
   shm::ProcessIdentity creator() const;
+  // The creator's pid namespace (shm::PidNamespace() there; 0 unknown): its
+  // pid means something only to processes of the same namespace.
+  uint64_t creator_pid_namespace() const;
   // True in the process that created the object (false in forked children).
   bool IsCreatorProcess() const;
 

@@ -189,6 +189,7 @@ class ControlBlock {
   OwnerGauges& gauges() const { return header_->gauges; }
   bool IsCreatorProcess() const { return segment_->IsCreatorProcess(); }
   shm::ProcessIdentity creator() const { return segment_->creator(); }
+  uint64_t creator_pid_namespace() const { return segment_->creator_pid_namespace(); }
 
   // ---- consumed positions
 

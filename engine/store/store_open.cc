@@ -491,6 +491,18 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
 Status Store::Impl::AttachReader(const std::string& handle, bool rank_reader) {
   log_ = DefaultLog;
   OPT4STORE_RETURN_IF_ERROR(ControlBlock::Attach(handle, &ctl_));
+  // Readers look the owner up by pid (OwnerGone) and the owner looks readers
+  // up: from another pid namespace the owner would look gone at once.
+  const uint64_t owner_namespace = ctl_->creator_pid_namespace();
+  const uint64_t namespace_here = shm::PidNamespace();
+  if (owner_namespace != 0 && namespace_here != 0 && owner_namespace != namespace_here) {
+    return Status::InvalidArgument(
+        "the store's owner (pid " + std::to_string(ctl_->creator().pid) +
+        " of its own) runs in another pid namespace than this process (a container that "
+        "shares /dev/shm, docker --ipc=host): the processes that share a store look each "
+        "other up by pid, so they must run in one pid namespace (one container, or "
+        "--pid=host); open a store of this process's own instead");
+  }
   OPT4STORE_RETURN_IF_ERROR(RamTier::Attach(ctl_->header()->ram_name, &ram_));
   OPT4STORE_RETURN_IF_ERROR(SharedQueue::Attach(ctl_->header()->queue_name, &queue_));
   dataset_size_ = ctl_->header()->dataset_size;
