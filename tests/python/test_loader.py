@@ -16,7 +16,7 @@ import torch
 import torch.utils.data
 
 import opt4store
-from o4s_testlib import CallCounter, assert_same, keep_list, uniform_item
+from o4s_testlib import assert_same, keep_list, uniform_item
 
 N = 50
 
