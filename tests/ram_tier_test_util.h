@@ -4,7 +4,6 @@
 #ifndef OPT4STORE_TESTS_RAM_TIER_TEST_UTIL_H_
 #define OPT4STORE_TESTS_RAM_TIER_TEST_UTIL_H_
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -13,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "fork_child.h"
 #include "tiers/ram_tier.h"
 
 namespace opt4store_test {
@@ -33,26 +33,17 @@ inline std::unique_ptr<opt4store::RamTier> MakeRamTier(uint64_t capacity, uint64
 // The length of a name sent by NameFromChild's child.
 inline constexpr size_t kChildNameBytes = 256;
 
-// Forks a child that runs `child` with the write end of a pipe, to which it
-// (or a process it forks) writes a segment's name in exactly
-// kChildNameBytes bytes (NUL-padded) before leaving the segment behind, as
-// a kill -9 would; the child's exit status is child's return. Returns that
-// name once the child has exited with status 0.
+// Forks a child (fork_child.h's ForkChild) that runs `child` with the write
+// end of its report pipe, to which it (or a process it forks) writes a
+// segment's name in exactly kChildNameBytes bytes (NUL-padded) before
+// leaving the segment behind, as a kill -9 would; the child's exit status
+// is child's return. Returns that name once the child has exited with 0.
 inline std::string NameFromChild(const std::function<int(int fd)>& child) {
-  int fds[2];
-  REQUIRE(pipe(fds) == 0);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(fds[0]);
-    _exit(child(fds[1]));
-  }
-  close(fds[1]);
+  const Child c = ForkChild(child);
   char name[kChildNameBytes] = {0};
-  REQUIRE(read(fds[0], name, sizeof name) == static_cast<ssize_t>(sizeof name));
-  close(fds[0]);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(read(c.fd, name, sizeof name) == static_cast<ssize_t>(sizeof name));
+  close(c.fd);
+  const int status = Reap(c.pid);
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   return name;

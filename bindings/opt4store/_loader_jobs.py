@@ -132,7 +132,7 @@ class JobList:
         for slot in self.slot_for.values():
             self.slots.give_back(slot)
         self.slot_for = {}
-        self.again = None  # per batch: its rows read again later, or None
+        self.again = None
 
     def __len__(self):
         return sum(len(parts) for _, parts in self.jobs)
