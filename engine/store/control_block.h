@@ -239,22 +239,24 @@ class ControlBlock {
   void ClearMissed();  // owner, at a new plan
 
   // ---- Put expectations (owner writes): whose value a reader that misses
-  // id may wait for. An expectation is kNoExpectation, kPrefetchExpectation
-  // (the prefetcher's disk read, which precedes every reader), or
+  // id may wait for. An expectation is kNoExpectation, kDiskExpectation
+  // (the owner moves it through the disk tier: the prefetcher reads it into
+  // RAM, or the planner thread writes a Put of it that only the owner's
+  // process can see until then; either precedes every reader), or
   // ReadExpectation(p): the Put of the read at position p, which loads it.
-  // Position 0 is a read's like any other (1), not the prefetcher's.
+  // Position 0 is a read's like any other (1), not the disk tier's.
 
   static constexpr uint64_t kNoExpectation = UINT64_MAX;
-  static constexpr uint64_t kPrefetchExpectation = 0;
+  static constexpr uint64_t kDiskExpectation = 0;
   static constexpr uint64_t ReadExpectation(uint64_t position) { return position + 1; }
   // Whether `expectation` is a read's; its position in *position.
   static bool ExpectedRead(uint64_t expectation, uint64_t* position) {
-    if (expectation == kNoExpectation || expectation == kPrefetchExpectation) return false;
+    if (expectation == kNoExpectation || expectation == kDiskExpectation) return false;
     *position = expectation - 1;
     return true;
   }
   // Whether a reader at `position` waits for `expectation`: one that comes
-  // before it (the prefetcher's comes before every read).
+  // before it (the disk tier's comes before every read).
   static bool ExpectedBefore(uint64_t expectation, uint64_t position) {
     return expectation != kNoExpectation && expectation <= position;
   }

@@ -57,11 +57,13 @@ void Store::Impl::Evict(ItemId id) { ram_->Evict(id).PermitUncheckedError(); }
 void Store::Impl::ExpectPut(ItemId id, uint64_t position) {
   // The planner runs ahead of the readers, into later epochs: a later
   // admission of the same item must not replace an earlier read's pending
-  // expectation, which that read's Put clears. The prefetcher's is replaced.
+  // expectation, which that read's Put clears, nor a pending write's (the
+  // value is on its way to the disk tier: it is read there). The
+  // prefetcher's is replaced.
   const uint64_t expectation = ControlBlock::ReadExpectation(position);
   const uint64_t pending = ctl_->Expectation(id);
-  if (pending == ControlBlock::kNoExpectation || pending == ControlBlock::kPrefetchExpectation ||
-      expectation < pending) {
+  const bool prefetching = pending == ControlBlock::kDiskExpectation && ctl_->OnDisk(id);
+  if (pending == ControlBlock::kNoExpectation || prefetching || expectation < pending) {
     ctl_->SetExpected(id, expectation);
   }
 }
@@ -114,7 +116,7 @@ void Store::Impl::Prefetch(const std::vector<ItemId>& ids) {
     MutexLock lock(&mu_);
     for (ItemId id : ids) {
       if (ctl_->Expectation(id) == ControlBlock::kNoExpectation) {
-        ctl_->SetExpected(id, ControlBlock::kPrefetchExpectation);
+        ctl_->SetExpected(id, ControlBlock::kDiskExpectation);
       }
     }
   }
@@ -138,7 +140,7 @@ void Store::Impl::Prefetch(const std::vector<ItemId>& ids) {
                       }
                       if (!begin.ok()) {
                         if (!ram_->Contains(id) && ctl_->Expectation(id) ==
-                                                       ControlBlock::kPrefetchExpectation) {
+                                                       ControlBlock::kDiskExpectation) {
                           ctl_->ClearExpected(id);
                           ram_->AnswerAbsent(id).PermitUncheckedError();
                         }
@@ -326,6 +328,7 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
                              std::string_view payload, bool on_planner) {
   const uint64_t size = meta.size() + payload.size();
   const bool to_disk = disk_ && !ctl_->OnDisk(id);
+  const bool every = effective_.sync == StoreOptions::SyncMode::kEveryPut;
   uint64_t wake_from = ControlBlock::kNoExpectation;
   {
     MutexLock lock(&mu_);
@@ -336,7 +339,14 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
     if (residency_->Wanted(position, id, size)) {
       InsertRamLocked(id, meta, payload).PermitUncheckedError();
     }
-    if (ctl_->Expectation(id) != ControlBlock::kNoExpectation && !ram_->Contains(id)) {
+    if (to_disk && !on_planner && !every && !ram_->Contains(id)) {
+      // The planner thread writes it later (see writes_): until then only
+      // this process can read it. Readers of other processes wait for the
+      // write instead of loading it again; those waiting already are woken
+      // after it, with the readers of the expectation this one replaces.
+      ctl_->SetExpected(id, ControlBlock::kDiskExpectation);
+      wake_from = ControlBlock::kDiskExpectation;
+    } else if (ctl_->Expectation(id) != ControlBlock::kNoExpectation && !ram_->Contains(id)) {
       // Readers waiting for this value will not get it from RAM. Woken
       // now, they would find it nowhere while it is on its way to the disk
       // tier, and load it again: they are woken once it is there.
@@ -349,7 +359,6 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
     }
   }
   if (!to_disk) return Status::OK();
-  const bool every = effective_.sync == StoreOptions::SyncMode::kEveryPut;
   if (!on_planner && !every) {
     // The reader's thread only copies; the planner thread writes. Past the
     // bound (the disk is slower than the source), the reader writes itself.

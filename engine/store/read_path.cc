@@ -311,6 +311,12 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
     bool found = false;
     bool try_disk = false;
     statuses[i] = LookupRam(ids[i], sinks[i], &found);
+    if (statuses[i].ok() && !found && owner && disk_) {
+      // A Put of it this process made, its write pending: read here, not
+      // waited for as readers of other processes do (kDiskExpectation).
+      statuses[i] = ReadPendingWrite(ids[i], sinks[i], &found, &disk_bytes[i]);
+      if (found) where[i] = GetSource::kDisk;
+    }
     if (statuses[i].ok() && !found && !owner) {
       // Straight from the segment file: no wait for the owner, and no RAM
       // tier room needed (a full arena made fetches fail). Before any wait
@@ -333,14 +339,15 @@ void Store::Impl::GetBatch(const uint64_t* positions, const ItemId* ids, size_t 
     } else if (found) {
       if (where[i] == GetSource::kMiss) where[i] = GetSource::kRam;
     } else if (!owner_gone && PlanPosition(positions[i]) &&
-               (ctl_->Expectation(ids[i]) == ControlBlock::kPrefetchExpectation ||
+               (ctl_->Expectation(ids[i]) == ControlBlock::kDiskExpectation ||
                 !ctl_->OnDisk(ids[i])) &&
                ControlBlock::ExpectedBefore(ctl_->Expectation(ids[i]), positions[i]) &&
                expect_timeouts_.load(std::memory_order_relaxed) < kMaxExpectTimeouts) {
-      // A reader of an earlier position is loading it from the source for
-      // the policy, or the prefetcher is reading it from disk: wait for it
-      // rather than load or read it twice. An item on disk that a reader
-      // was to load is read from disk: no Put comes for it.
+      // A reader of an earlier position is loading it from the source, or
+      // the owner is moving it through the disk tier (a prefetch, a Put's
+      // pending write): wait for it rather than load or read it twice. An
+      // item on disk that a reader was to load is read from disk: no Put
+      // comes for it.
       const uint64_t version = ram_->Version(ids[i]);
       const uint64_t expectation = ctl_->Expectation(ids[i]);
       uint64_t from = 0;  // the loading read's position

@@ -204,8 +204,12 @@ void Residency::PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_
     if (hit) {
       slot.flags |= kHit;
       ++policy_hits_;
-    } else if (policy_->Contains(a.id) && !tiers_->InRam(a.id)) {
-      tiers_->ExpectPut(a.id, a.pos);  // admitted here: later readers may wait for its Put
+    } else if (!tiers_->InRam(a.id) &&
+               (policy_->Contains(a.id) || (options_.disk && !tiers_->OnDisk(a.id)))) {
+      // Its reader loads it and Puts it: to RAM when admitted here, else to
+      // the disk tier only. Later readers may wait for that Put (a reader
+      // of the next epoch may come before the owner has taken or written it).
+      tiers_->ExpectPut(a.id, a.pos);
     }
     for (ItemId v : evicted_) MaybeEvict(v);
     if (options_.disk) {

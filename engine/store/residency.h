@@ -69,8 +69,9 @@ class ResidencyTiers {
 
   // id no longer belongs in RAM. Called only when InRam(id).
   virtual void Evict(ItemId id) = 0;
-  // The policy admitted id at `position` and it is not in RAM: readers of
-  // later positions may wait for that read's Put.
+  // The read at `position` loads id and Puts it (the policy admitted it
+  // there, or the disk tier will take it): readers of later positions may
+  // wait for that Put.
   virtual void ExpectPut(ItemId id, uint64_t position) = 0;
   // The disk tier's eviction order: id is read next at `position`
   // (DiskIndex::kNeverRead: never again).
