@@ -246,12 +246,51 @@ void AwaitWholePlan(Store* store, uint64_t positions) {
   REQUIRE(st.planned_positions == positions);
 }
 
-// A child's tally, sent through its pipe.
-ReadTally ReceiveTally(const opt4store_test::Child& child) {
+// A worker in a process of its own (so that it cannot see the owner's
+// pending writes): once let go, it reads positions [begin, end) of ids,
+// Puts what it misses, and sends its tally.
+WaitingChild ForkTallyWorker(const std::vector<ItemId>& ids, uint64_t begin, uint64_t end) {
+  return ForkWaitingChild([&](int fd, const std::string& handle) {
+    std::unique_ptr<Store> joined;
+    if (!Store::Attach(handle, &joined).ok()) return 1;
+    const ReadTally t = ReadRange(joined.get(), ids, begin, end, kSmall);
+    return write(fd, &t, sizeof t) == static_cast<ssize_t>(sizeof t) ? 0 : 2;
+  });
+}
+
+// Lets the worker go, and returns its tally once it has ended.
+ReadTally RunTallyWorker(WaitingChild* worker, Store* store) {
+  REQUIRE(Go(worker, store->handle()));
   ReadTally t;
-  REQUIRE(read(child.fd, &t, sizeof t) == static_cast<ssize_t>(sizeof t));
-  close(child.fd);
+  const bool received = read(worker->fd, &t, sizeof t) == static_cast<ssize_t>(sizeof t);
+  close(worker->fd);
+  const int status = Reap(worker->pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  REQUIRE(received);
   return t;
+}
+
+// Epoch 1, read while the planner is parked and let go 300 ms in: item 0
+// from RAM, items 1-7 from the disk tier, none loaded again, no wait run
+// to its end.
+void CheckNextEpoch(PlannerHold* planner, Store* store,
+                    const std::function<ReadTally()>& read_next_epoch) {
+  std::thread release([planner] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    planner->Release();
+  });
+  const ReadTally next = read_next_epoch();
+  release.join();
+  const StoreStats st = store->Stats();
+  INFO(next.ToString() << "; expect timeouts " << st.expect_timeouts);
+  CHECK(next.misses == 0);
+  CHECK(next.ram == 1);
+  CHECK(next.disk == kItems - 1);
+  CHECK(next.wrong == 0);
+  CHECK(next.errors == 0);
+  CHECK(st.source_loads == kItems);
+  CHECK(st.expect_timeouts == 0);
 }
 
 }  // namespace
@@ -262,45 +301,20 @@ TEST_CASE("Store: a read in the next epoch waits for a worker's queued Put bound
   std::vector<ItemId> ids;
   StoreOptions o = OneItemRamOptions(scratch, &ids);
   PlannerHold planner(&o);  // parked, it leaves the worker's Puts queued
-  // Epoch 0's worker: misses every item and Puts it, then ends.
-  WaitingChild worker = ForkWaitingChild([&](int fd, const std::string& handle) {
-    std::unique_ptr<Store> joined;
-    if (!Store::Attach(handle, &joined).ok()) return 1;
-    const ReadTally t = ReadRange(joined.get(), ids, 0, kItems, kSmall);
-    return write(fd, &t, sizeof t) == static_cast<ssize_t>(sizeof t) ? 0 : 2;
-  });
+  WaitingChild worker = ForkTallyWorker(ids, 0, kItems);  // epoch 0's
   auto store = OpenStore(o, scratch.path());
   AwaitWholePlan(store.get(), ids.size());
   planner.Park();
-  REQUIRE(Go(&worker, store->handle()));
-  const ReadTally first = ReceiveTally(worker);
-  const int status = Reap(worker.pid);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
-  CHECK(first.misses == kItems);
-
+  CHECK(RunTallyWorker(&worker, store.get()).misses == kItems);
   // Epoch 1, read by the owner while the Puts are still queued, item 0
   // last (its wait, for an admitted item's Put, would wait for them all):
-  // each read waits until the planner has taken them, then finds items 1-7
-  // in the disk tier and item 0 in RAM.
-  std::thread release([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    planner.Release();
+  // each read waits until the planner has taken them.
+  CheckNextEpoch(&planner, store.get(), [&] {
+    std::vector<uint64_t> positions;
+    for (uint64_t p = kItems + 1; p < 2 * kItems; ++p) positions.push_back(p);
+    positions.push_back(kItems);
+    return ReadPositions(store.get(), ids, positions, kSmall);
   });
-  std::vector<uint64_t> positions;
-  for (uint64_t p = kItems + 1; p < 2 * kItems; ++p) positions.push_back(p);
-  positions.push_back(kItems);
-  const ReadTally next = ReadPositions(store.get(), ids, positions, kSmall);
-  release.join();
-  const StoreStats st = store->Stats();
-  INFO(next.ToString() << "; expect timeouts " << st.expect_timeouts);
-  CHECK(next.misses == 0);
-  CHECK(next.ram == 1);
-  CHECK(next.disk == kItems - 1);
-  CHECK(next.wrong == 0);
-  CHECK(next.errors == 0);
-  CHECK(st.source_loads == kItems);
-  CHECK(st.expect_timeouts == 0);
   REQUIRE(store->Close().ok());
 }
 
@@ -310,40 +324,14 @@ TEST_CASE("Store: a worker's read in the next epoch waits for the owner's Put be
   std::vector<ItemId> ids;
   StoreOptions o = OneItemRamOptions(scratch, &ids);
   PlannerHold planner(&o);  // parked, it leaves the owner's Puts unwritten
-  // Epoch 1's worker, in a process of its own: it cannot see the owner's
-  // pending writes.
-  WaitingChild worker = ForkWaitingChild([&](int fd, const std::string& handle) {
-    std::unique_ptr<Store> joined;
-    if (!Store::Attach(handle, &joined).ok()) return 1;
-    const ReadTally t = ReadRange(joined.get(), ids, kItems, 2 * kItems, kSmall);
-    return write(fd, &t, sizeof t) == static_cast<ssize_t>(sizeof t) ? 0 : 2;
-  });
+  WaitingChild worker = ForkTallyWorker(ids, kItems, 2 * kItems);  // epoch 1's
   auto store = OpenStore(o, scratch.path());
   AwaitWholePlan(store.get(), ids.size());
   planner.Park();
   // Epoch 0, read by the owner (a main process with no workers, or DDP's
   // rank 0): its Puts of items 1-7 wait in its pending writes.
-  const ReadTally first = ReadRange(store.get(), ids, 0, kItems, kSmall);
-  CHECK(first.misses == kItems);
-  std::thread release([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    planner.Release();
-  });
-  REQUIRE(Go(&worker, store->handle()));
-  const ReadTally next = ReceiveTally(worker);
-  const int status = Reap(worker.pid);
-  release.join();
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
-  const StoreStats st = store->Stats();
-  INFO(next.ToString() << "; expect timeouts " << st.expect_timeouts);
-  CHECK(next.misses == 0);
-  CHECK(next.ram == 1);
-  CHECK(next.disk == kItems - 1);
-  CHECK(next.wrong == 0);
-  CHECK(next.errors == 0);
-  CHECK(st.source_loads == kItems);
-  CHECK(st.expect_timeouts == 0);
+  CHECK(ReadRange(store.get(), ids, 0, kItems, kSmall).misses == kItems);
+  CheckNextEpoch(&planner, store.get(), [&] { return RunTallyWorker(&worker, store.get()); });
   REQUIRE(store->Close().ok());
 }
 
