@@ -45,7 +45,7 @@
   X(reads, uint64_t, fetch_requests, kCount, "reader requests for disk items")                     \
   X(reads, uint64_t, fetch_timeouts, kCount, "fetch requests not served in time")                  \
   X(reads, uint64_t, expect_waits, kCount,                                                         \
-    "misses that waited for another reader's Put of the same item")                                \
+    "misses that waited for another reader's Put of the item, or its way through the disk tier")  \
   X(reads, uint64_t, plan_waits, kCount,                                                           \
     "misses that waited for the owner to plan their position")                                     \
   X(reads, uint64_t, expect_timeouts, kCount,                                                      \
