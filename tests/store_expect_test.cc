@@ -335,6 +335,102 @@ TEST_CASE("Store: a worker's read in the next epoch waits for the owner's Put be
   REQUIRE(store->Close().ok());
 }
 
+namespace {
+
+// An owner store with RAM for one item and no disk tier, over `plan` (ids
+// below 3), planned to its end before any read.
+std::unique_ptr<Store> OneItemRamStore(const ScratchStore& scratch, std::vector<ItemId> plan,
+                                       uint64_t epoch_length) {
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.dataset_size = 3;
+  o.ram_items = 1;
+  o.disk = 0;
+  auto store = OpenStore(o, scratch.path());
+  PlanSpec spec;
+  spec.kind = SamplerKind::kExplicit;
+  spec.dataset_size = 3;
+  spec.epoch_length = epoch_length;
+  const uint64_t positions = plan.size();
+  spec.ids = std::make_shared<const std::vector<ItemId>>(std::move(plan));
+  REQUIRE(store->SetPlan(spec).ok());
+  AwaitWholePlan(store.get(), positions);
+  return store;
+}
+
+// A miss at `loads`, whose Put is held back while a reader of `waits` (a
+// later read of the same id) must wait for it and get it from RAM.
+void CheckLaterReadWaits(Store* store, uint64_t loads, uint64_t waits, ItemId id) {
+  const ValueShape small{1024, 0};
+  StringSink sink;
+  REQUIRE(store->Get(loads, id, &sink).IsNotFound());
+  const uint64_t waits_before = store->Stats().expect_waits;
+  Status waited;
+  GetSource source = GetSource::kMiss;
+  StringSink value;
+  std::thread reader([&] { waited = store->Get(waits, id, &value, &source); });
+  StoreStats st = store->Stats();
+  for (int i = 0; i < 400 && st.expect_waits == waits_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    st = store->Stats();
+  }
+  REQUIRE(store->Put(loads, id, SampleMeta(id), SamplePayload(id, small)).ok());
+  reader.join();
+  CHECK(st.expect_waits == waits_before + 1);
+  INFO(waited.ToString());
+  REQUIRE(waited.ok());
+  CHECK(source == GetSource::kRam);
+  CHECK(IsSample(id, small, value.meta, value.payload));
+  CHECK(store->Stats().expect_timeouts == 0);
+}
+
+// Reads `position` as a worker does: on a miss, loads and Puts.
+void ReadOrLoad(Store* store, uint64_t position, ItemId id) {
+  StringSink sink;
+  if (store->Get(position, id, &sink).IsNotFound()) {
+    REQUIRE(store->Put(position, id, SampleMeta(id), SamplePayload(id, ValueShape{1024, 0})).ok());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Store: a later read that loads an item again is waited for after an earlier Put",
+          "[store]") {
+  // OPT with room for one: item 0 admitted at 0, evicted at 1 for item 1,
+  // admitted again at 3 and kept for 4. The planner steps position 3 while
+  // position 0's Put is pending, so 3's expectation waits behind 0's; 0's
+  // Put is not kept (the policy let it go at 1) and clears 0's. Until
+  // 2026-11-28 nothing expected 3's Put then, and the reader at 4 loaded
+  // the item a second time.
+  ScratchStore scratch;
+  auto store = OneItemRamStore(scratch, {0, 1, 1, 0, 0}, 0);
+  ReadOrLoad(store.get(), 0, 0);
+  ReadOrLoad(store.get(), 1, 1);
+  ReadOrLoad(store.get(), 2, 1);
+  CheckLaterReadWaits(store.get(), 3, 4, 0);
+  CHECK(store->Stats().source_loads == 3);  // positions 0, 1 and 3
+  REQUIRE(store->Close().ok());
+}
+
+TEST_CASE("Store: a new epoch's reads of an item the last epoch left unread wait for one load",
+          "[store]") {
+  // drop_last's tail: item 2 at position 2, never read, its load for the
+  // policy expected there; epoch 1 reads it at 3 and 5 (draws with
+  // replacement). The epoch's start passes position 2 at once and moves
+  // the expectation to 3. Until 2026-11-28 the stale one stayed until the
+  // planner's next turn, and then none was left: the readers of 3 and 5,
+  // two workers at the epoch's start, both loaded the item (seen in a soak:
+  // 3 workers, torch's DataLoader, drop_last, beside two CPU hogs).
+  ScratchStore scratch;
+  auto store = OneItemRamStore(scratch, {0, 1, 2, 2, 0, 2}, 3);
+  ReadOrLoad(store.get(), 0, 0);
+  ReadOrLoad(store.get(), 1, 1);
+  store->BeginEpoch(3);
+  CheckLaterReadWaits(store.get(), 3, 5, 2);
+  CHECK(store->Stats().source_loads == 3);  // positions 0, 1 and 3
+  REQUIRE(store->Close().ok());
+}
+
 TEST_CASE("Store: a read at position 0 is waited for, whatever the planner admits later",
           "[store]") {
   // Position 0 is a read like any other. Until 2026-11-28 its expectation

@@ -355,6 +355,7 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
         ctl_->ClearExpected(id);
         ram_->AnswerAbsent(id).PermitUncheckedError();
         wake_from = ControlBlock::kNoExpectation;
+        residency_->ExpectNextLoad(id);
       }
     }
   }
@@ -394,6 +395,7 @@ void Store::Impl::WakeReadersOfAbsent(ItemId id, uint64_t expectation) {
   if (ram_->Contains(id)) return;  // its insert woke them
   if (ctl_->Expectation(id) == expectation) ctl_->ClearExpected(id);
   ram_->AnswerAbsent(id).PermitUncheckedError();
+  residency_->ExpectNextLoad(id);  // none while the disk tier holds it
 }
 
 }  // namespace opt4store

@@ -274,11 +274,15 @@ void Residency::AdvanceFrontier(uint64_t high_water, int64_t now_ms, uint64_t ep
                EpochLeft(frontier_, high_water, now_ms)) {
       ++abandoned_;
       tiers_->Skipped(frontier_, SlotAt(frontier_).id);
+      got = kSkippedRead;
     } else {
       break;
     }
+    const ItemId planned_id = SlotAt(frontier_).id;
     Release(frontier_);
     ++frontier_;
+    // A read that did not load its item leaves that load to its next read.
+    if (got != planned_id) ExpectNextLoad(planned_id);
   }
   if (prefetch_cursor_ < frontier_) prefetch_cursor_ = frontier_;
   ReleaseConsumed();
@@ -328,7 +332,23 @@ bool Residency::Keep(ItemId id) const {
 }
 
 void Residency::MaybeEvict(ItemId id) {
-  if (!Keep(id) && tiers_->InRam(id)) tiers_->Evict(id);
+  if (!Keep(id) && tiers_->InRam(id)) {
+    tiers_->Evict(id);
+    ExpectNextLoad(id);
+  }
+}
+
+void Residency::ExpectNextLoad(ItemId id) {
+  if (!has_plan() || tiers_->InRam(id) || (options_.disk && tiers_->OnDisk(id))) return;
+  ItemId got = 0;
+  for (uint32_t next = first_pending_[id]; next != 0; next = slots_[next - 1].next) {
+    const uint64_t position = frontier_ + ((next - 1 - frontier_) & (options_.ring_slots - 1));
+    // A read already begun may have Put it: an expectation of its Put could
+    // outlive the Put, and keep readers waiting for nothing.
+    if (tiers_->Consumed(position, &got)) continue;
+    tiers_->ExpectPut(id, position);
+    return;
+  }
 }
 
 bool Residency::Wanted(uint64_t position, ItemId id, uint64_t bytes) const {

@@ -167,6 +167,13 @@ class Residency {
   bool Wanted(uint64_t position, ItemId id, uint64_t bytes) const;
   // Evicts id (through the tiers) if it is in RAM and Keep() is false.
   void MaybeEvict(ItemId id);
+  // id is in neither tier and no Put of it is expected (evicted, its read
+  // skipped, or its Put not kept): its first pending read not yet begun
+  // will load it, so later readers may wait for that read's Put
+  // (ResidencyTiers::ExpectPut, which keeps an earlier read's). Until
+  // 2026-11-28 that expectation was lost whenever an earlier read's was
+  // pending when the planner stepped the later read.
+  void ExpectNextLoad(ItemId id);
   // Up to 32 ids the next planned reads need from disk into RAM, within the
   // staging budget; each is pinned until its read is consumed.
   void CollectPrefetch(std::vector<ItemId>* ids);

@@ -23,6 +23,14 @@ void Store::Impl::Warn(int kind, const std::string& message) {
 void Store::Impl::BeginEpoch(uint64_t position) {
   if (!ctl_ || !PlanPosition(position)) return;
   RaiseTo(&ctl_->header()->epoch_start, position);
+  if (InOwner() && !closed_.load(std::memory_order_acquire)) {
+    // The last epoch's unread positions are passed now, before any read of
+    // this one (the sampler begins an epoch before its loader sends out an
+    // index), not at the planner's next turn: until then their reads'
+    // expectations hide the loads this epoch's first reads make.
+    MutexLock lock(&mu_);
+    AdvanceFrontierLocked();
+  }
 }
 
 uint64_t Store::Impl::ReadingFrom() const {
