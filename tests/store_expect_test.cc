@@ -438,47 +438,11 @@ TEST_CASE("Store: a read at position 0 is waited for, whatever the planner admit
   // same item replaces: the reader at position 2 no longer waited, and
   // loaded the item a second time.
   ScratchStore scratch;
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.dataset_size = 2;
-  o.ram_items = 1;
-  o.disk = 0;
-  auto store = OpenStore(o, scratch.path());
   // OPT with room for one: item 0 admitted at 0 (kept for 2), evicted at 3
-  // for item 1, admitted again at 5, while position 0's Put is pending.
-  PlanSpec plan;
-  plan.kind = SamplerKind::kExplicit;
-  plan.dataset_size = 2;
-  plan.ids = std::make_shared<const std::vector<ItemId>>(std::vector<ItemId>{0, 1, 0, 1, 1, 0, 0});
-  REQUIRE(store->SetPlan(plan).ok());
-  StringSink sink;
-  REQUIRE(store->Get(0, 0, &sink).IsNotFound());  // position 0's reader loads item 0
-  StoreStats st = store->Stats();
-  for (int i = 0; i < 400 && st.planned_positions < 7; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    st = store->Stats();
-  }
-  REQUIRE(st.planned_positions == 7);
-
-  Status waited;
-  GetSource source = GetSource::kMiss;
-  StringSink value;
-  std::thread reader([&] { waited = store->Get(2, 0, &value, &source); });
-  for (int i = 0; i < 400 && st.expect_waits == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    st = store->Stats();
-  }
-  const ValueShape small{1024, 0};
-  REQUIRE(store->Put(0, 0, SampleMeta(0), SamplePayload(0, small)).ok());
-  reader.join();
-  CHECK(st.expect_waits == 1);
-  INFO(waited.ToString());
-  REQUIRE(waited.ok());
-  CHECK(source == GetSource::kRam);
-  CHECK(IsSample(0, small, value.meta, value.payload));
-  st = store->Stats();
-  CHECK(st.source_loads == 1);
-  CHECK(st.expect_timeouts == 0);
+  // for item 1, admitted again at 5 while position 0's Put is pending.
+  auto store = OneItemRamStore(scratch, {0, 1, 0, 1, 1, 0, 0}, 0);
+  CheckLaterReadWaits(store.get(), 0, 2, 0);
+  CHECK(store->Stats().source_loads == 1);
   REQUIRE(store->Close().ok());
 }
 
