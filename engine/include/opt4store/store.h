@@ -222,8 +222,9 @@ class Store {
   uint64_t Frontier() const;
   // The sampler began handing out an epoch at plan `position`: positions
   // before it that are still unread will not be read now (drop_last's
-  // tail): the frontier passes them at once, and reads that lost their
-  // position look for it from here on.
+  // tail): the frontier passes them at once (called in the owner, before
+  // BeginEpoch returns; elsewhere at the owner's next planner turn), and
+  // reads that lost their position look for it from here on.
   void BeginEpoch(uint64_t position);
   // Where such reads look: the later of Frontier() and the last BeginEpoch
   // position (kNoPosition without a plan).
