@@ -9,7 +9,10 @@
 // (a worker's) or being written (the owner's own): until 2026-11-28 no
 // expectation covered it, and a reader of the next epoch that came before
 // its record loaded it again (a flaky count in CI: 33 source loads for 32
-// images). And a read at position 0 is waited for as any other.
+// images). A read that must load the item again (the policy let it go,
+// or the last epoch left its loading read unread) is waited for whenever
+// the earlier expectation goes. And a read at position 0 is waited for as
+// any other.
 #include <sys/wait.h>
 #include <unistd.h>
 
