@@ -272,6 +272,7 @@ DiskTierStats DiskTier::Impl::GetStats() const {
   st.corrupt_records = corrupt_;
   st.read_errors = read_errors_;
   st.evictions = evictions_;
+  st.bypasses = bypasses_;
   st.compactions = compactions_;
   st.compaction_bytes_moved = compaction_bytes_;
   st.recovered_records = recovered_;
@@ -355,8 +356,8 @@ Status DiskTier::Open(const DiskTierOptions& options, const std::string& dir,
 }
 
 Status DiskTier::Put(ItemId id, std::string_view meta, std::string_view payload,
-                     std::vector<ItemId>* evicted) {
-  return impl_->Put(id, meta, payload, evicted);
+                     std::vector<ItemId>* evicted, bool* stored) {
+  return impl_->Put(id, meta, payload, evicted, stored);
 }
 
 Status DiskTier::Get(ItemId id, std::string* meta, std::string* payload) {

@@ -26,8 +26,10 @@
 // never read again first, then unknown next use, then the furthest next use
 // (SetNextUse). While space allows, items stay, so that a restart finds
 // them. One segment's worth of the budget is held back so that compaction
-// can always make progress. The tier never bypasses: what to spill is the
-// caller's choice.
+// can always make progress. By default every Put is stored; with
+// DiskTierOptions::bypass the tier runs Belady's OPT with bypass over the
+// items it holds (a Put read no sooner than every item held is left out).
+
 //
 // Durability (SyncMode): kNone leaves write-back to the OS; kOnFlush makes
 // everything Put before a Flush() durable (segments fdatasync'ed, then the
@@ -113,6 +115,15 @@ struct DiskTierOptions {
   // instead of items. 0: reclaim dead space before any eviction.
   double max_dead_fraction = 0.125;
 
+  // Belady's bypass: a Put that would have to evict an item read no later
+  // than the one it brings (SetNextUse) stores nothing instead, and says so
+  // (Put's *stored). Without it, every Put is stored and evicts, which
+  // under a budget smaller than the reads' working set churns out the
+  // items read soonest for ones read later. A new version of a stored id
+  // is never bypassed. Ids never told a next use tie, so without any the
+  // tier fills once and keeps what it holds.
+  bool bypass = false;
+
   // Ids are expected below this (the dataset's size): the in-memory index
   // is sized for it at Open and never grows (24 bytes per id). 0: grow on
   // demand, with up to 25% slack.
@@ -146,6 +157,7 @@ struct DiskTierStats {
   uint64_t read_errors = 0;        // reads that failed with an I/O error
 
   uint64_t evictions = 0;
+  uint64_t bypasses = 0;           // Puts not stored (DiskTierOptions::bypass)
   uint64_t compactions = 0;        // segments compacted (or deleted empty)
   uint64_t compaction_bytes_moved = 0;
 
@@ -242,13 +254,16 @@ class DiskTier {
   // Stores a new version of id. meta and payload are copied (or compressed)
   // before Put returns. If the budget needs room, dead space is reclaimed
   // and items may be evicted; their ids are appended to *evicted if given.
+  // With DiskTierOptions::bypass, id may be left out instead (OK, *stored
+  // false if given; nothing stored is harmed, though items evicted before
+  // the tier found no further victim stay evicted).
   // On an error nothing already stored is harmed and the segment is cut
   // back to its last good record.
   // Returns: OK, InvalidArgument (id over kMaxItemId, meta over 64 KiB,
   // record over 4 GiB), NoSpace (ENOSPC; or the record does not fit in the
   // budget), IOError.
   Status Put(ItemId id, std::string_view meta, std::string_view payload,
-             std::vector<ItemId>* evicted = nullptr);
+             std::vector<ItemId>* evicted = nullptr, bool* stored = nullptr);
 
   // Reads id's newest version into *meta and *payload (either may be null).
   // A record that fails its checks is dropped from the index.

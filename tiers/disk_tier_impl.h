@@ -78,7 +78,7 @@ class DiskTier::Impl {
                       const std::vector<std::pair<uint32_t, uint64_t>>& watermarks,
                       uint64_t max_seq, DiskRepairReport* report);
   Status Put(ItemId id, std::string_view meta, std::string_view payload,
-             std::vector<ItemId>* evicted);
+             std::vector<ItemId>* evicted, bool* stored);
   void MultiGet(const ItemId* ids, size_t n, const RecordCallback& fn);
   bool Contains(ItemId id) const;
   Status ForEachItem(
@@ -206,7 +206,10 @@ class DiskTier::Impl {
   bool TargetLocked(ItemId id, ReadTarget* target) const REQUIRES(mu_);
 
   // Mutations: under write_mu_ (each takes mu_ for its short index updates).
-  Status MakeRoom(uint64_t size, std::vector<ItemId>* evicted) REQUIRES(write_mu_);
+  // Room for a record of `size` bytes of id; *bypassed (DiskTierOptions::
+  // bypass) when every item that could leave for it is read no later.
+  Status MakeRoom(uint64_t size, ItemId id, std::vector<ItemId>* evicted, bool* bypassed)
+      REQUIRES(write_mu_);
   Status EvictOne(std::vector<ItemId>* evicted) REQUIRES(write_mu_);
   Status RollOver() REQUIRES(write_mu_);
   Status EnsureActiveFits(uint64_t size) REQUIRES(write_mu_);
@@ -281,7 +284,7 @@ class DiskTier::Impl {
   std::atomic<uint64_t> puts_{0}, user_bytes_{0}, put_record_bytes_{0}, physical_bytes_{0},
       compressed_{0};
   std::atomic<uint64_t> gets_{0}, hits_{0}, corrupt_{0}, read_errors_{0};
-  std::atomic<uint64_t> evictions_{0}, compactions_{0}, compaction_bytes_{0};
+  std::atomic<uint64_t> evictions_{0}, bypasses_{0}, compactions_{0}, compaction_bytes_{0};
   std::atomic<uint64_t> recovered_{0}, dropped_on_open_{0}, truncated_bytes_{0};
   std::atomic<bool> uses_io_uring_{false};
 };

@@ -1,8 +1,9 @@
 // Writes (disk_tier_impl.h): Put appends a record to the active segment and
 // indexes it in one RocksDB batch with the segment's watermark; segments roll
 // over at segment_bytes; over budget, items never read again leave first,
-// then the one read furthest in the future; Clear empties the tier. All
-// under write_mu_.
+// then the one read furthest in the future (or, with bypass, the new one
+// stays out when it is read no sooner); Clear empties the tier. All under
+// write_mu_.
 #include "tiers/disk_tier_impl.h"
 
 #include <algorithm>
@@ -11,7 +12,8 @@
 namespace opt4store {
 
 Status DiskTier::Impl::Put(ItemId id, std::string_view meta, std::string_view payload,
-                           std::vector<ItemId>* evicted) {
+                           std::vector<ItemId>* evicted, bool* stored) {
+  if (stored != nullptr) *stored = false;
   if (id > kMaxItemId) {
     return Status::InvalidArgument("id " + std::to_string(id) + " is over the limit of " +
                                    std::to_string(kMaxItemId));
@@ -33,7 +35,12 @@ Status DiskTier::Impl::Put(ItemId id, std::string_view meta, std::string_view pa
   if (closed_) return Status::IOError("disk tier is closed");
   OPT4STORE_RETURN_IF_ERROR(ResumeIndex());
   const uint64_t size = rec.size();
-  OPT4STORE_RETURN_IF_ERROR(MakeRoom(size, evicted));
+  bool bypassed = false;
+  OPT4STORE_RETURN_IF_ERROR(MakeRoom(size, id, evicted, &bypassed));
+  if (bypassed) {
+    bypasses_.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+  }
   SealRecord(next_sequence_, &rec);
 
   const std::string_view parts[2] = {rec.head, rec.body};
@@ -75,6 +82,7 @@ Status DiskTier::Impl::Put(ItemId id, std::string_view meta, std::string_view pa
   user_bytes_.fetch_add(meta.size() + payload.size(), std::memory_order_relaxed);
   put_record_bytes_.fetch_add(size, std::memory_order_relaxed);
   if (rec.header.codec == Codec::kLz4) compressed_.fetch_add(1, std::memory_order_relaxed);
+  if (stored != nullptr) *stored = true;
   return Status::OK();
 }
 
@@ -162,7 +170,8 @@ Status DiskTier::Impl::RollOver() {
   return Status::OK();
 }
 
-Status DiskTier::Impl::MakeRoom(uint64_t size, std::vector<ItemId>* evicted) {
+Status DiskTier::Impl::MakeRoom(uint64_t size, ItemId id, std::vector<ItemId>* evicted,
+                                bool* bypassed) {
   const uint64_t budget = options_.budget_bytes;
   // Refuse a record that can never fit before evicting anything for it.
   if (size + segment_bytes_ > budget) {
@@ -170,6 +179,30 @@ Status DiskTier::Impl::MakeRoom(uint64_t size, std::vector<ItemId>* evicted) {
                            " bytes does not fit in the disk budget of " + std::to_string(budget) +
                            " bytes (" + std::to_string(segment_bytes_) +
                            " held back for compaction)");
+  }
+  if (options_.bypass) {
+    // Belady's OPT over the items held: they may fill the budget less the
+    // compaction reserve and the dead space the loop below lets build up
+    // before it compacts. Past that, one item leaves for each one stored,
+    // the one read furthest in the future, or the new one stays out if it
+    // is read no sooner. (The loop below alone evicts until dead space
+    // calls for a compaction, a burst of evictions, and then stores what
+    // comes next in the room they made, whenever it is read.)
+    const uint64_t reserve =
+        segment_bytes_ +
+        static_cast<uint64_t>(options_.max_dead_fraction * static_cast<double>(budget));
+    const uint64_t live_budget = budget > reserve ? budget - reserve : 0;
+    for (;;) {
+      {
+        MutexLock lock(&mu_);
+        if (index_.size() == 0 || live_bytes_ + size <= live_budget) break;
+        if (!index_.Contains(id) && index_.NextUse(index_.Victim()) <= index_.NextUse(id)) {
+          *bypassed = true;
+          return Status::OK();
+        }
+      }
+      OPT4STORE_RETURN_IF_ERROR(EvictOne(evicted));
+    }
   }
   for (;;) {
     uint16_t best = 0;
