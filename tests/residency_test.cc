@@ -3,12 +3,14 @@
 // bits and the readers' consumed marks, and the tests step it as the store
 // does. One reader in plan order hits exactly what Belady's OPT hits; a
 // prefetch brings the next reads' items and lets them go once read; drift
-// and positions nobody reads are counted and passed.
+// and positions nobody reads are counted and passed; the disk tier learns
+// each id's next read after the frontier.
 #include "engine/store/residency.h"
 
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <utility>
@@ -254,6 +256,73 @@ TEST_CASE_METHOD(RestartRun,
   CHECK(tiers.evictions == 7);
   r.CollectPrefetch(&batch);
   CHECK(batch == std::vector<ItemId>(ids.begin() + 15, ids.begin() + 16));
+}
+
+TEST_CASE("Residency: the disk tier ranks each id by its next read after the frontier",
+          "[residency]") {
+  // Three shuffled epochs of 50, the planner a ring of 64 ahead of the
+  // reader: most ids have a read pending in [frontier, planned). Until
+  // 2026-11-29 the disk tier was told the read after the last one stepped,
+  // a whole epoch later than the one pending, and evicted by that. (No
+  // policy hits here: RAM serves those, so they do not rank; see below.)
+  const uint64_t n = 50;
+  const PlanSpec plan = ShufflePlan(n, 3, 7);
+  std::vector<ItemId> ids;
+  REQUIRE(PlanIds(plan, &ids).ok());
+  FakeTiers tiers(n);
+  ResidencyOptions o;
+  o.num_ids = n;
+  o.ram_items = 10;
+  o.policy = PolicyKind::kNone;
+  o.prefetch_depth = 4;
+  o.ring_slots = 64;
+  o.disk = true;
+  Residency r(o, &tiers);
+  REQUIRE(r.SetPlan(plan, 0).ok());
+  for (uint64_t p = 0; p <= ids.size(); ++p) {
+    r.PlanAhead(p + o.ring_slots, 0, p);
+    for (ItemId id = 0; id < n; ++id) {
+      const auto next = std::find(ids.begin() + static_cast<std::ptrdiff_t>(p), ids.end(), id);
+      const uint64_t expected = next == ids.end() ? DiskIndex::kNeverRead
+                                                  : static_cast<uint64_t>(next - ids.begin());
+      INFO("frontier " << p << ", planned " << r.planned() << ", id " << id);
+      REQUIRE(tiers.next_use[id] == expected);
+    }
+    if (p == ids.size()) break;
+    tiers.consumed[p] = ids[p];
+    r.AdvanceFrontier(p + 1, 0);
+    REQUIRE(r.frontier() == p + 1);
+  }
+}
+
+TEST_CASE("Residency: a read the policy serves from RAM does not rank its item on disk",
+          "[residency]") {
+  // OPT with room for one over 0,1,0,1: item 0 is held from position 0 to
+  // its hit at 2, item 1 is missed at 1 and 3. Once position 0 is read,
+  // the disk tier need not keep item 0 for position 2.
+  FakeTiers tiers(2);
+  ResidencyOptions o;
+  o.num_ids = 2;
+  o.ram_items = 1;
+  o.prefetch_depth = 1;
+  o.ring_slots = 8;
+  o.disk = true;
+  Residency r(o, &tiers);
+  PlanSpec plan;
+  plan.kind = SamplerKind::kExplicit;
+  plan.dataset_size = 2;
+  plan.ids = std::make_shared<const std::vector<ItemId>>(std::vector<ItemId>{0, 1, 0, 1});
+  REQUIRE(r.SetPlan(plan, 0).ok());
+  r.PlanAhead(4, 0, 0);
+  CHECK(tiers.next_use[0] == 0);
+  CHECK(tiers.next_use[1] == 1);
+  tiers.consumed[0] = 0;
+  r.AdvanceFrontier(1, 0);
+  CHECK(tiers.next_use[0] == DiskIndex::kNeverRead);
+  CHECK(tiers.next_use[1] == 1);
+  tiers.consumed[1] = 1;
+  r.AdvanceFrontier(2, 0);
+  CHECK(tiers.next_use[1] == 3);
 }
 
 TEST_CASE("Residency: at the plan's end, room for a fetch comes from items never read again",

@@ -160,7 +160,7 @@ Status Residency::AppendPlan(std::vector<ItemId> ids) {
   OPT4STORE_RETURN_IF_ERROR(stream_->Extend(std::move(ids), &reveals).WithContext("plan"));
   for (const Reveal& reveal : reveals) {
     policy_->OnReveal(reveal);
-    if (options_.disk) tiers_->SetNextUse(reveal.id, reveal.next);
+    NoteReveal(reveal.id, reveal.next);
   }
   return Status::OK();
 }
@@ -186,7 +186,7 @@ void Residency::PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_
     if (!stream_->Next(&a, &reveal)) break;
     if (reveal.valid) {
       policy_->OnReveal(reveal);
-      if (options_.disk) tiers_->SetNextUse(reveal.id, reveal.next);
+      NoteReveal(reveal.id, reveal.next);
     }
     evicted_.clear();
     const bool hit = policy_->Step(a, CostOf(a.id), &evicted_);
@@ -195,6 +195,9 @@ void Residency::PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_
     slot.id = a.id;
     slot.next = 0;
     slot.flags = 0;
+    slot.after = a.next == kNever ? DiskIndex::kNeverRead
+                 : a.next == kFar ? a.pos + stream_->window()
+                                  : a.next;
     if (last_pending_[a.id] != 0) {
       slots_[last_pending_[a.id] - 1].next = index + 1;
     } else {
@@ -211,13 +214,8 @@ void Residency::PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_
       // of the next epoch may come before the owner has taken or written it).
       tiers_->ExpectPut(a.id, a.pos);
     }
+    RankOnDisk(a.id, 0);
     for (ItemId v : evicted_) MaybeEvict(v);
-    if (options_.disk) {
-      uint64_t next = a.next;
-      if (next == kNever) next = DiskIndex::kNeverRead;
-      if (next == kFar) next = a.pos + stream_->window();
-      tiers_->SetNextUse(a.id, next);
-    }
     planned_ = a.pos + 1;
   }
 }
@@ -231,12 +229,23 @@ void Residency::Release(uint64_t position) {
 void Residency::ReleaseRead(Slot* slot) {
   first_pending_[slot->id] = slot->next;
   if (slot->next == 0) last_pending_[slot->id] = 0;
+  RankOnDisk(slot->id, slot->after);
   if (slot->flags & kPrefetchPin) {
     --prefetch_pins_[slot->id];
     staged_bytes_ -= std::min<uint64_t>(staged_bytes_, CostOf(slot->id));
   }
   slot->flags &= static_cast<uint8_t>(~kPrefetchPin);
   MaybeEvict(slot->id);
+}
+
+uint64_t Residency::PendingPosition(uint32_t slot_ref) const {
+  return frontier_ + ((slot_ref - 1 - frontier_) & (options_.ring_slots - 1));
+}
+
+void Residency::NoteReveal(ItemId id, uint64_t next) {
+  if (!options_.disk) return;
+  if (last_pending_[id] != 0) slots_[last_pending_[id] - 1].after = next;
+  RankOnDisk(id, next);
 }
 
 bool Residency::EpochLeft(uint64_t position, uint64_t high_water, int64_t now_ms) {
@@ -342,12 +351,33 @@ void Residency::ExpectNextLoad(ItemId id) {
   if (!has_plan() || tiers_->InRam(id) || (options_.disk && tiers_->OnDisk(id))) return;
   ItemId got = 0;
   for (uint32_t next = first_pending_[id]; next != 0; next = slots_[next - 1].next) {
-    const uint64_t position = frontier_ + ((next - 1 - frontier_) & (options_.ring_slots - 1));
+    const uint64_t position = PendingPosition(next);
     // A read already begun may have Put it: an expectation of its Put could
     // outlive the Put, and keep readers waiting for nothing.
     if (tiers_->Consumed(position, &got)) continue;
     tiers_->ExpectPut(id, position);
     return;
+  }
+}
+
+void Residency::RankOnDisk(ItemId id, uint64_t none_pending) {
+  if (!has_plan() || !options_.disk) return;
+  ItemId got = 0;
+  uint32_t last = 0;
+  for (uint32_t next = first_pending_[id]; next != 0; next = slots_[next - 1].next) {
+    const Slot& slot = slots_[next - 1];
+    const uint64_t position = PendingPosition(next);
+    // A policy hit is read from RAM; a read consumed is done with.
+    if (!(slot.flags & kHit) && !tiers_->Consumed(position, &got)) {
+      tiers_->SetNextUse(id, position);
+      return;
+    }
+    last = next;
+  }
+  if (last != 0) {
+    tiers_->SetNextUse(id, slots_[last - 1].after);
+  } else if (none_pending != 0) {
+    tiers_->SetNextUse(id, none_pending);
   }
 }
 

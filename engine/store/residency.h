@@ -21,6 +21,11 @@
 //   (Wanted); so with one reader, RAM hits are exactly the policy's hits.
 //   An item leaves RAM once Keep() turns false, checked whenever the policy
 //   picks it as a victim or one of its reads is released.
+//   The disk tier ranks an id by its next read that RAM will not serve
+//   (RankOnDisk): its first pending read that is not a policy hit, or with
+//   none, its next read after planned(). The planner runs up to a ring
+//   ahead, so the read after its last stepped one would rank an id read
+//   soon as far (until 2026-11-29 the disk tier evicted by that).
 //
 // Without a plan the RAM tier fills once and never evicts (static).
 //
@@ -174,6 +179,13 @@ class Residency {
   // 2026-11-28 that expectation was lost whenever an earlier read's was
   // pending when the planner stepped the later read.
   void ExpectNextLoad(ItemId id);
+  // Tells the disk tier when id is next read from it: at its first pending
+  // read that is neither a policy hit (RAM serves those) nor consumed, else
+  // at the read after its last pending one, else (none pending) at
+  // `none_pending` (0: leaves the rank as it is). Called as reads are
+  // stepped and released, and before a Put of id is written (its read,
+  // consumed but not yet released, would otherwise rank it as read now).
+  void RankOnDisk(ItemId id, uint64_t none_pending);
   // Up to 32 ids the next planned reads need from disk into RAM, within the
   // staging budget; each is pinned until its read is consumed.
   void CollectPrefetch(std::vector<ItemId>* ids);
@@ -206,6 +218,9 @@ class Residency {
     ItemId id = 0;
     uint32_t next = 0;  // slot index + 1 of the next pending read of id; 0: none
     uint8_t flags = 0;
+    // id's next read after this one, as the disk tier ranks it; told to it
+    // once this read is released with no other pending.
+    uint64_t after = 0;
   };
 
   Slot& SlotAt(uint64_t position) { return slots_[position & (options_.ring_slots - 1)]; }
@@ -222,6 +237,10 @@ class Residency {
   void ReleaseConsumed();
   // Unlinks the read from its id's pending reads and unpins its staged item.
   void ReleaseRead(Slot* slot);
+  // The position of a pending read (slot index + 1), within the ring.
+  uint64_t PendingPosition(uint32_t slot_ref) const;
+  // A reveal: id's read after its last stepped one is at `next`.
+  void NoteReveal(ItemId id, uint64_t next);
   bool HeldAfter(ItemId id, uint32_t next_slot) const;
 
   const ResidencyOptions options_;
