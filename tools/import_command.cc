@@ -297,11 +297,14 @@ Status RunImport(const ImportCommandOptions& o) {
                            " (disk full, or a sample larger than its budget); see the "
                            "warnings above");
   }
-  const uint64_t evicted = after.disk_evictions - before.disk_evictions;
+  // Evicted to make room, or left out (no plan ranks them: the disk tier
+  // keeps what it holds, see DiskTierOptions::bypass).
+  const uint64_t evicted = after.disk_evictions - before.disk_evictions +
+                           after.disk_bypasses - before.disk_bypasses;
   if (evicted > 0) {
     LogStoreWarning("the disk budget (" + FormatSize(after.disk_budget) +
                     ") is too small: " + Plural(evicted, "sample") +
-                    (evicted == 1 ? " was" : " were") + " evicted to make room");
+                    (evicted == 1 ? " was" : " were") + " left out or evicted");
   }
   // Values are immutable per id: an id that already had one kept it.
   const uint64_t grown =

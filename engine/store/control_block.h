@@ -118,6 +118,7 @@ struct OwnerGauges {
   std::atomic<uint64_t> disk_write_amplification_bits{0};
   std::atomic<uint64_t> disk_corrupt_records{0};
   std::atomic<uint64_t> disk_evictions{0};
+  std::atomic<uint64_t> disk_bypasses{0};
   std::atomic<uint64_t> disk_compactions{0};
   std::atomic<uint64_t> disk_index_bytes_per_item_bits{0};
   std::atomic<uint64_t> io_uring{0};

@@ -305,8 +305,10 @@ void Store::Impl::StopPlanner() {
 Status Store::Impl::WriteThrough(ItemId id, std::string_view meta, std::string_view payload) {
   if (!disk_ || ctl_->OnDisk(id)) return Status::OK();
   std::vector<ItemId> evicted;
-  Status s = disk_->Put(id, meta, payload, &evicted);
+  bool stored = false;
+  Status s = disk_->Put(id, meta, payload, &evicted, &stored);
   for (ItemId v : evicted) ctl_->SetOnDisk(v, false);
+  if (s.ok() && !stored) return s;  // read later than all the tier holds: left out
   if (s.ok()) {
     PublishPlace(id);  // first: a reader that sees the bit finds the place
     ctl_->SetOnDisk(id, true);
@@ -336,6 +338,9 @@ Status Store::Impl::OwnerPut(uint64_t position, ItemId id, std::string_view meta
     if (PlanPosition(position) && position >= residency_->planned()) {
       PlanAheadLocked(position + 1, position + 1);
     }
+    // Ranked by the read it is kept for, not the one just consumed: the
+    // disk tier leaves it out if every item it holds is read sooner.
+    if (to_disk) residency_->RankOnDisk(id, 0);
     if (residency_->Wanted(position, id, size)) {
       InsertRamLocked(id, meta, payload).PermitUncheckedError();
     }

@@ -11,7 +11,7 @@
 //              bytes of payload: a value the reader loaded from its source
 //              after a miss. The owner puts it into RAM if the residency
 //              wants it at `position`, and writes it through to the disk
-//              tier. No reply.
+//              tier (which may leave it out, see store.h). No reply.
 //   kMsgFetch  FetchMessage: the reader found `id` marked as on disk in the
 //              control block but could not read it from its segment file
 //              itself (ControlBlock::Place: no place published, or one out

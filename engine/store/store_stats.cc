@@ -83,6 +83,7 @@ void Store::Impl::PublishGaugesLocked() {
     g.disk_write_amplification_bits.store(RealBits(d.write_amplification));
     g.disk_corrupt_records.store(d.corrupt_records);
     g.disk_evictions.store(d.evictions);
+    g.disk_bypasses.store(d.bypasses);
     g.disk_compactions.store(d.compactions);
     g.disk_index_bytes_per_item_bits.store(RealBits(d.index_bytes_per_item));
     g.io_uring.store(d.io_uring ? 1 : 0);
@@ -138,6 +139,7 @@ void ReadSharedStats(const ControlBlock* ctl, RamTier* ram, StoreStats* st) {
         st->disk_live_bytes ? static_cast<double>(st->disk_file_bytes) / st->disk_live_bytes : 0;
     st->disk_corrupt_records = g.disk_corrupt_records.load();
     st->disk_evictions = g.disk_evictions.load();
+    st->disk_bypasses = g.disk_bypasses.load();
     st->disk_compactions = g.disk_compactions.load();
     st->disk_index_bytes_per_item = RealFromBits(g.disk_index_bytes_per_item_bits.load());
     st->io_uring = g.io_uring.load() != 0;
@@ -181,6 +183,7 @@ StoreStats Store::Impl::Stats() {
         d.live_bytes ? static_cast<double>(d.file_bytes) / d.live_bytes : 0;
     st.disk_corrupt_records = d.corrupt_records;
     st.disk_evictions = d.evictions;
+    st.disk_bypasses = d.bypasses;
     st.disk_compactions = d.compactions;
     st.disk_index_bytes_per_item = d.index_bytes_per_item;
     st.io_uring = d.io_uring;

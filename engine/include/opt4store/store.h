@@ -36,9 +36,11 @@
 // items, uniform sizes, no disk tier and one reader, the store's hits equal
 // the offline OPT's hits on the same plan.
 //
-// Every Put is written through to the disk tier (the disk tier evicts by
-// next use, never-read-again first, under its budget), so that a restart
-// finds what an earlier run loaded. A full disk does not stop the store:
+// Every Put is written through to the disk tier while its budget allows,
+// so that a restart finds what an earlier run loaded; past it, the disk
+// tier runs OPT with bypass over the reads RAM will not serve (it evicts
+// the item read furthest in the future, never-read-again first, or leaves
+// the Put out when it is read no sooner: disk_bypasses). A full disk does not stop the store:
 // it keeps serving from RAM and logs one warning.
 //
 // Values are immutable per id: a Put for an id that a tier already holds

@@ -84,6 +84,8 @@
   X(disk, double, disk_space_amplification, kReal, "file bytes / live bytes")                      \
   X(disk, uint64_t, disk_corrupt_records, kCount, "records whose CRC failed")                      \
   X(disk, uint64_t, disk_evictions, kCount, "items evicted to keep the budget")                    \
+  X(disk, uint64_t, disk_bypasses, kCount,                                                          \
+    "Puts left out: every item on disk is read sooner")                                            \
   X(disk, uint64_t, disk_compactions, kCount, "segments compacted")                                \
   X(disk, double, disk_index_bytes_per_item, kReal, "RAM of the disk index per item")              \
   X(disk, bool, io_uring, kFlag, "disk reads go through io_uring")                                 \
