@@ -12,7 +12,7 @@
 // images). A read that must load the item again (the policy let it go,
 // or the last epoch left its loading read unread) is waited for whenever
 // the earlier expectation goes. And a read at position 0 is waited for as
-// any other.
+// any other, and so is one of an item the disk tier's budget pushed out.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -340,19 +340,24 @@ TEST_CASE("Store: a worker's read in the next epoch waits for the owner's Put be
 
 namespace {
 
-// An owner store with RAM for one item and no disk tier, over `plan` (ids
-// below 3), planned to its end before any read.
+const ValueShape kSmall1K{1024, 0};
+
+// An owner store with RAM for one item, over `plan` (ids below 4), planned
+// to its end before any read. With `disk` bytes, a disk tier of that budget
+// whose Puts are written (and evict) before they return.
 std::unique_ptr<Store> OneItemRamStore(const ScratchStore& scratch, std::vector<ItemId> plan,
-                                       uint64_t epoch_length) {
+                                       uint64_t epoch_length, uint64_t disk = 0) {
   StoreOptions o;
   o.shm_prefix = scratch.prefix();
-  o.dataset_size = 3;
+  o.dataset_size = 4;
   o.ram_items = 1;
-  o.disk = 0;
+  o.disk = disk;
+  o.sync = StoreOptions::SyncMode::kEveryPut;
+  o.compression = StoreOptions::Compression::kNone;
   auto store = OpenStore(o, scratch.path());
   PlanSpec spec;
   spec.kind = SamplerKind::kExplicit;
-  spec.dataset_size = 3;
+  spec.dataset_size = 4;
   spec.epoch_length = epoch_length;
   const uint64_t positions = plan.size();
   spec.ids = std::make_shared<const std::vector<ItemId>>(std::move(plan));
@@ -363,8 +368,8 @@ std::unique_ptr<Store> OneItemRamStore(const ScratchStore& scratch, std::vector<
 
 // A miss at `loads`, whose Put is held back while a reader of `waits` (a
 // later read of the same id) must wait for it and get it from RAM.
-void CheckLaterReadWaits(Store* store, uint64_t loads, uint64_t waits, ItemId id) {
-  const ValueShape small{1024, 0};
+void CheckLaterReadWaits(Store* store, uint64_t loads, uint64_t waits, ItemId id,
+                         ValueShape shape = kSmall1K) {
   StringSink sink;
   REQUIRE(store->Get(loads, id, &sink).IsNotFound());
   const uint64_t waits_before = store->Stats().expect_waits;
@@ -377,21 +382,21 @@ void CheckLaterReadWaits(Store* store, uint64_t loads, uint64_t waits, ItemId id
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     st = store->Stats();
   }
-  REQUIRE(store->Put(loads, id, SampleMeta(id), SamplePayload(id, small)).ok());
+  REQUIRE(store->Put(loads, id, SampleMeta(id), SamplePayload(id, shape)).ok());
   reader.join();
   CHECK(st.expect_waits == waits_before + 1);
   INFO(waited.ToString());
   REQUIRE(waited.ok());
   CHECK(source == GetSource::kRam);
-  CHECK(IsSample(id, small, value.meta, value.payload));
+  CHECK(IsSample(id, shape, value.meta, value.payload));
   CHECK(store->Stats().expect_timeouts == 0);
 }
 
 // Reads `position` as a worker does: on a miss, loads and Puts.
-void ReadOrLoad(Store* store, uint64_t position, ItemId id) {
+void ReadOrLoad(Store* store, uint64_t position, ItemId id, ValueShape shape = kSmall1K) {
   StringSink sink;
   if (store->Get(position, id, &sink).IsNotFound()) {
-    REQUIRE(store->Put(position, id, SampleMeta(id), SamplePayload(id, ValueShape{1024, 0})).ok());
+    REQUIRE(store->Put(position, id, SampleMeta(id), SamplePayload(id, shape)).ok());
   }
 }
 
@@ -446,6 +451,26 @@ TEST_CASE("Store: a read at position 0 is waited for, whatever the planner admit
   auto store = OneItemRamStore(scratch, {0, 1, 0, 1, 1, 0, 0}, 0);
   CheckLaterReadWaits(store.get(), 0, 2, 0);
   CHECK(store->Stats().source_loads == 1);
+  REQUIRE(store->Close().ok());
+}
+
+TEST_CASE("Store: a later read of an item the disk budget pushed out waits for one load",
+          "[store]") {
+  // A disk budget of 1 MiB (a quarter held back) holds two of these 300
+  // KiB items. Items 0, 1 and 2 are missed at 0, 1 and 2 and written to
+  // disk; RAM holds item 3 (read at 3 and 4) instead. Item 2's Put evicts
+  // item 1, read next at 7 (the furthest). Until 2026-11-29 nothing
+  // expected position 7's load then, and a reader of 8 arriving meanwhile
+  // loaded the item a second time.
+  ScratchStore scratch;
+  const ValueShape big{300 * 1024, 0};
+  const std::vector<ItemId> plan{0, 1, 2, 3, 3, 0, 2, 1, 1};
+  auto store = OneItemRamStore(scratch, plan, 0, 1024 * 1024);
+  for (uint64_t p = 0; p < 7; ++p) ReadOrLoad(store.get(), p, plan[p], big);
+  REQUIRE(store->Stats().disk_evictions == 1);
+  CHECK(store->Stats().source_loads == 4);  // the first read of each
+  CheckLaterReadWaits(store.get(), 7, 8, 1, big);
+  CHECK(store->Stats().source_loads == 5);  // and position 7
   REQUIRE(store->Close().ok());
 }
 

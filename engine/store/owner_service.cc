@@ -307,7 +307,15 @@ Status Store::Impl::WriteThrough(ItemId id, std::string_view meta, std::string_v
   std::vector<ItemId> evicted;
   bool stored = false;
   Status s = disk_->Put(id, meta, payload, &evicted, &stored);
-  for (ItemId v : evicted) ctl_->SetOnDisk(v, false);
+  if (!evicted.empty()) {
+    // An item the budget pushed out and RAM does not hold is in neither
+    // tier: its next load is expected, or two readers could both load it.
+    MutexLock lock(&mu_);
+    for (ItemId v : evicted) {
+      ctl_->SetOnDisk(v, false);
+      residency_->ExpectNextLoad(v);
+    }
+  }
   if (s.ok() && !stored) return s;  // read later than all the tier holds: left out
   if (s.ok()) {
     PublishPlace(id);  // first: a reader that sees the bit finds the place

@@ -143,7 +143,8 @@ class Store::Impl : private ResidencyTiers {
                   bool on_planner);
   // Puts to the disk tier unless it holds id; a refusal is counted and
   // warned about, and returned.
-  Status WriteThrough(ItemId id, std::string_view meta, std::string_view payload);
+  Status WriteThrough(ItemId id, std::string_view meta, std::string_view payload)
+      EXCLUDES(mu_);
   // Writes the values readers Put to the disk tier; false when none waited.
   bool DrainWrites() EXCLUDES(drain_mu_, write_mu_);
   // Wakes the readers that waited for id's Put under `expectation`
