@@ -29,7 +29,6 @@
 // can always make progress. By default every Put is stored; with
 // DiskTierOptions::bypass the tier runs Belady's OPT with bypass over the
 // items it holds (a Put read no sooner than every item held is left out).
-
 //
 // Durability (SyncMode): kNone leaves write-back to the OS; kOnFlush makes
 // everything Put before a Flush() durable (segments fdatasync'ed, then the

@@ -40,8 +40,8 @@
 // so that a restart finds what an earlier run loaded; past it, the disk
 // tier runs OPT with bypass over the reads RAM will not serve (it evicts
 // the item read furthest in the future, never-read-again first, or leaves
-// the Put out when it is read no sooner: disk_bypasses). A full disk does not stop the store:
-// it keeps serving from RAM and logs one warning.
+// the Put out when it is read no sooner: disk_bypasses). A full disk does
+// not stop the store: it keeps serving from RAM and logs one warning.
 //
 // Values are immutable per id: a Put for an id that a tier already holds
 // does not replace it there. Cache deterministic samples (decoded, resized),
