@@ -91,8 +91,9 @@ def references(plan, ram_items, disk_items, n):
     missed = ~ram
     bound = ram | opt_hits(plan, disk_items, next_reads(plan, ram), missed)
     once = ram | fill_once_hits(plan, disk_items, missed)
-    per_epoch = lambda hits: [int((~hits[e * n:(e + 1) * n]).sum()) for e in range(EPOCHS)]
-    return per_epoch(bound), per_epoch(once)
+    def loads_per_epoch(hits):
+        return [int((~hits[e * n:(e + 1) * n]).sum()) for e in range(EPOCHS)]
+    return loads_per_epoch(bound), loads_per_epoch(once)
 
 
 def run(n, sampler, disk_fraction):
