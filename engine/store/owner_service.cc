@@ -329,6 +329,22 @@ Status Store::Impl::WriteThrough(ItemId id, std::string_view meta, std::string_v
   return s;
 }
 
+void Store::Impl::SpillForRestart() {
+  std::vector<ItemId> offered;
+  {
+    MutexLock lock(&mu_);
+    offered = residency_->RankForRestart();
+  }
+  for (ItemId id : offered) {
+    StringSink value;
+    bool found = false;
+    if (!ReadRam(id, &value, &found).ok() || !found) continue;
+    // Left out once nothing held is read later; a refusal is counted and
+    // warned about as for any Put.
+    WriteThrough(id, value.meta, value.payload).PermitUncheckedError();
+  }
+}
+
 void Store::Impl::PublishPlace(ItemId id) {
   DiskRecordPlace place;
   if (disk_->Locate(id, &place).ok()) ctl_->SetPlace(id, place);

@@ -381,6 +381,24 @@ void Residency::RankOnDisk(ItemId id, uint64_t none_pending) {
   }
 }
 
+std::vector<ItemId> Residency::RankForRestart() {
+  std::vector<ItemId> offered;
+  if (!has_plan() || !options_.disk) return offered;
+  std::vector<uint8_t> seen(options_.num_ids, 0);
+  ItemId got = 0;
+  for (uint64_t p = frontier_; p < planned_; ++p) {
+    const ItemId id = SlotAt(p).id;
+    if (seen[id] || tiers_->Consumed(p, &got)) continue;
+    seen[id] = 1;
+    tiers_->SetNextUse(id, p);
+    if (tiers_->InRam(id) && !tiers_->OnDisk(id)) offered.push_back(id);
+  }
+  for (ItemId id = 0; id < options_.num_ids; ++id) {
+    if (!seen[id] && tiers_->InRam(id) && !tiers_->OnDisk(id)) offered.push_back(id);
+  }
+  return offered;
+}
+
 bool Residency::Wanted(uint64_t position, ItemId id, uint64_t bytes) const {
   if (!has_plan()) {
     // Fill once: keep while it fits the capacity.

@@ -186,6 +186,12 @@ class Residency {
   // stepped and released, and before a Put of id is written (its read,
   // consumed but not yet released, would otherwise rank it as read now).
   void RankOnDisk(ItemId id, uint64_t none_pending);
+  // At the owner's close: a restart's RAM starts empty, so every pending
+  // read not yet consumed will read the disk tier. Ranks each id with one
+  // by the first (policy hits included), and returns the ids RAM holds and
+  // the disk tier does not, read soonest first (then those with no such
+  // read): what the close offers the disk tier, in that order.
+  std::vector<ItemId> RankForRestart();
   // Up to 32 ids the next planned reads need from disk into RAM, within the
   // staging budget; each is pinned until its read is consumed.
   void CollectPrefetch(std::vector<ItemId>* ids);

@@ -260,6 +260,7 @@ Status Store::Impl::Close() {
       opened = residency_ != nullptr;
     }
     if (!disk_only_ && opened) {
+      SpillForRestart();
       result = SaveCursor(&saved);
       // So that a closed store shows its last run (opt4store stats).
       Status s = disk_->PutMeta(kManifestLastRunKey, EncodeRunCounters(Stats()));

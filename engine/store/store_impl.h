@@ -145,6 +145,9 @@ class Store::Impl : private ResidencyTiers {
   // warned about, and returned.
   Status WriteThrough(ItemId id, std::string_view meta, std::string_view payload)
       EXCLUDES(mu_);
+  // At close, after the last Put: offers the disk tier what only RAM holds
+  // (Residency::RankForRestart), which a restart would load again.
+  void SpillForRestart() EXCLUDES(mu_);
   // Writes the values readers Put to the disk tier; false when none waited.
   bool DrainWrites() EXCLUDES(drain_mu_, write_mu_);
   // Wakes the readers that waited for id's Put under `expectation`
