@@ -5,14 +5,18 @@ run loads again, against the exact bound for the room the tier had.
 One reader in plan order (Store.get, and Store.put on a miss), a store with
 RAM for 10% of the items (ram_items, OPT) and a disk budget of 40% of the
 data (--disk-fraction), --items values of 32 KiB of random bytes (LZ4 skips
-them), 4 epochs; shuffled epochs, then draws with replacement. Per run:
-source loads per epoch, disk evictions and bypasses, write amplification,
-and two references computed here from the same plan:
+them), 4 epochs, the store closed after epoch 2 and opened again (a restart:
+its RAM starts empty); shuffled epochs, then draws with replacement. Per run:
+source loads per epoch, disk evictions and bypasses, write amplification
+(before and after the restart), and two references computed here from the same plan:
 
-  bound      RAM under OPT with the store's capacity, then the reads RAM
-             misses through an OPT cache with bypass that holds as many
-             items as the disk tier held at most (disk_items, sampled after
-             each epoch): the fewest loads a disk tier of that size allows.
+  bound      RAM under OPT with the store's capacity (emptied at the
+             restart), then the reads RAM misses through an OPT cache with
+             bypass that holds as many items as the disk tier held at most
+             (disk_items, sampled after each epoch): the fewest loads a disk
+             tier of that size allows, but for the RAM tier's staging room
+             (prefetched items it holds beyond ram_items), with which the
+             store can do better on small sets.
   fill once  the same RAM, then a disk that keeps the first items written
              until full and never evicts (what the tier's eviction order
              amounted to before 2026-11-29, when every Put was stored and
@@ -34,6 +38,7 @@ import torch
 import opt4store
 
 EPOCHS = 4
+RESTART = 2  # the epoch a reopened store reads first
 ITEM_BYTES = 32 * 1024
 NEVER = 1 << 62
 
@@ -87,7 +92,10 @@ def fill_once_hits(plan, capacity, offered):
 
 def references(plan, ram_items, disk_items, n):
     every = np.ones(len(plan), dtype=bool)
-    ram = opt_hits(plan, ram_items, next_reads(plan), every)
+    cut = RESTART * n
+    ram = np.concatenate([
+        opt_hits(plan[:cut], ram_items, next_reads(plan)[:cut], every[:cut]),
+        opt_hits(plan[cut:], ram_items, next_reads(plan[cut:]), every[cut:])])
     missed = ~ram
     bound = ram | opt_hits(plan, disk_items, next_reads(plan, ram), missed)
     once = ram | fill_once_hits(plan, disk_items, missed)
@@ -106,13 +114,23 @@ def run(n, sampler, disk_fraction):
                                                                  dtype=np.uint8))
               for i in range(n)]
     loads, disk_items = [], 0
-    with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
-        store = opt4store.Store(d + "/store", ram_items=n // 10,
+
+    def open_store(path, start):
+        store = opt4store.Store(path, ram_items=n // 10,
                                 disk=int(disk_fraction * n * ITEM_BYTES), policy="opt")
         store.bind(n)
-        store.set_plan(epochs, epoch_length=n, start=0)
+        store.set_plan(epochs, epoch_length=n, start=start)
+        return store
+
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
+        store = open_store(d + "/store", 0)
         position = 0
-        for ids in epochs:
+        opens = []  # each open's last stats (its disk counters start at 0)
+        for e, ids in enumerate(epochs):
+            if e == RESTART:
+                opens.append(store.stats())
+                store.close()
+                store = open_store(d + "/store", position)
             before = store.stats()["source_loads"]
             for i in ids.tolist():
                 value = store.get(position, i)
@@ -124,12 +142,15 @@ def run(n, sampler, disk_fraction):
             st = store.stats()
             loads.append(st["source_loads"] - before)
             disk_items = max(disk_items, st["disk_items"])
+        opens.append(st)
         store.close()
     bound, once = references(np.concatenate(epochs), n // 10, disk_items, n)
     return {"sampler": sampler, "loads": loads, "bound": bound, "fill_once": once,
-            "disk_items": disk_items, "disk_evictions": st["disk_evictions"],
-            "disk_bypasses": st.get("disk_bypasses", 0),
-            "disk_write_amplification": round(st["disk_write_amplification"], 2)}
+            "disk_items": disk_items,
+            "disk_evictions": sum(o["disk_evictions"] for o in opens),
+            "disk_bypasses": sum(o.get("disk_bypasses", 0) for o in opens),
+            "disk_write_amplification": [round(o["disk_write_amplification"], 2)
+                                         for o in opens]}
 
 
 def main():
