@@ -2,9 +2,10 @@
 // every miss is offered to: once the items held fill the budget less the
 // compaction reserve and the dead space allowed, a Put evicts the item read
 // furthest in the future, one for one, or is left out when it is read no
-// sooner than that item. Without it (the tier's default), every Put is
-// stored, and under a budget smaller than the working set the tier churned
-// out items read soon for items read later.
+// sooner than that item; an id never told a next use is stored as
+// before. Without it (the tier's default), every Put is stored, and under
+// a budget smaller than the working set the tier churned out items read
+// soon for items read later.
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
@@ -76,7 +77,14 @@ TEST_CASE("DiskTier: with bypass, a Put read later than everything held is left 
   CHECK(payload == kPayload);
   st = tier->GetStats();
   CHECK(st.bypasses == 2);
-  CHECK(st.file_bytes <= (1u << 20));
+
+  // An id never told a next use (no plan covers it) is stored, evicting.
+  evicted.clear();
+  CHECK(PutStored(tier.get(), 7, &evicted));
+  CHECK(evicted.size() == 1);
+  CHECK(tier->Contains(7));
+  CHECK(tier->GetStats().bypasses == 2);
+  CHECK(tier->GetStats().file_bytes <= (1u << 20));
   REQUIRE(tier->Close().ok());
 }
 

@@ -246,16 +246,6 @@ TEST_CASE(
     return t.wrong > 0 ? 1 : t.errors > 0 ? 2 : 0;
   });
   auto store = OpenStore(o, scratch.path());
-  // A plan that reads the ids from the last down (nobody reads it here):
-  // each new id is read before every one on disk, so the disk tier evicts
-  // for it instead of leaving it out.
-  PlanSpec plan;
-  plan.kind = SamplerKind::kExplicit;
-  plan.dataset_size = n;
-  std::vector<ItemId> down(n);
-  for (ItemId id = 0; id < n; ++id) down[id] = n - 1 - id;
-  plan.ids = std::make_shared<const std::vector<ItemId>>(std::move(down));
-  REQUIRE(store->SetPlan(plan).ok());
   for (ItemId id = 0; id < 100; ++id) {
     REQUIRE(store->Put(kNoPosition, id, SampleMeta(id), SamplePayload(id, shape)).ok());
   }

@@ -119,8 +119,8 @@ struct DiskTierOptions {
   // (Put's *stored). Without it, every Put is stored and evicts, which
   // under a budget smaller than the reads' working set churns out the
   // items read soonest for ones read later. A new version of a stored id
-  // is never bypassed. Ids never told a next use tie, so without any the
-  // tier fills once and keeps what it holds.
+  // is never bypassed, nor an id never told a next use (the caller has no
+  // plan for it): those are stored, evicting, as without bypass.
   bool bypass = false;
 
   // Ids are expected below this (the dataset's size): the in-memory index

@@ -196,7 +196,9 @@ Status DiskTier::Impl::MakeRoom(uint64_t size, ItemId id, std::vector<ItemId>* e
       {
         MutexLock lock(&mu_);
         if (index_.size() == 0 || live_bytes_ + size <= live_budget) break;
-        if (!index_.Contains(id) && index_.NextUse(index_.Victim()) <= index_.NextUse(id)) {
+        const uint64_t next = index_.NextUse(id);
+        if (!index_.Contains(id) && next != DiskIndex::kUnknownNextUse &&
+            index_.NextUse(index_.Victim()) <= next) {
           *bypassed = true;
           return Status::OK();
         }

@@ -297,8 +297,8 @@ Status RunImport(const ImportCommandOptions& o) {
                            " (disk full, or a sample larger than its budget); see the "
                            "warnings above");
   }
-  // Evicted to make room, or left out (no plan ranks them: the disk tier
-  // keeps what it holds, see DiskTierOptions::bypass).
+  // Evicted to make room, or, where a plan ranks them, left out
+  // (DiskTierOptions::bypass).
   const uint64_t evicted = after.disk_evictions - before.disk_evictions +
                            after.disk_bypasses - before.disk_bypasses;
   if (evicted > 0) {
