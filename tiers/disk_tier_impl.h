@@ -210,6 +210,11 @@ class DiskTier::Impl {
   // bypass) when every item that could leave for it is read no later.
   Status MakeRoom(uint64_t size, ItemId id, std::vector<ItemId>* evicted, bool* bypassed)
       REQUIRES(write_mu_);
+  // Whether Belady's bypass leaves out a record of `size` bytes of id now:
+  // the items held fill the live budget for it, and none is read later.
+  bool LeavesOut(ItemId id, uint64_t size) const REQUIRES(mu_);
+  // What the items held may fill under bypass.
+  uint64_t LiveBudget() const;
   Status EvictOne(std::vector<ItemId>* evicted) REQUIRES(write_mu_);
   Status RollOver() REQUIRES(write_mu_);
   Status EnsureActiveFits(uint64_t size) REQUIRES(write_mu_);

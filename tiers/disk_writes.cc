@@ -25,6 +25,18 @@ Status DiskTier::Impl::Put(ItemId id, std::string_view meta, std::string_view pa
   if (kRecordHeaderSize + meta.size() + payload.size() > kMaxRecordBytes) {
     return Status::InvalidArgument("record over 4 GiB");
   }
+  if (options_.bypass && !closed_.load(std::memory_order_acquire)) {
+    // A record left out would be compressed for nothing: the smallest it
+    // can encode to (its head alone) decides whenever the tier is full for
+    // that, and MakeRoom would decide the same for its encoded size. A
+    // record whose raw size cannot fit goes on to MakeRoom's NoSpace.
+    const uint64_t head = kRecordHeaderSize + meta.size();
+    MutexLock lock(&mu_);
+    if (head + payload.size() + segment_bytes_ <= options_.budget_bytes && LeavesOut(id, head)) {
+      bypasses_.fetch_add(1, std::memory_order_relaxed);
+      return Status::OK();
+    }
+  }
   // Compression runs before the lock, so that readers and the writer's
   // other work do not wait for it.
   EncodedRecord rec;
@@ -181,27 +193,19 @@ Status DiskTier::Impl::MakeRoom(uint64_t size, ItemId id, std::vector<ItemId>* e
                            " held back for compaction)");
   }
   if (options_.bypass) {
-    // Belady's OPT over the items held: they may fill the budget less the
-    // compaction reserve and the dead space the loop below lets build up
-    // before it compacts. Past that, one item leaves for each one stored,
-    // the one read furthest in the future, or the new one stays out if it
-    // is read no sooner. (The loop below alone evicts until dead space
-    // calls for a compaction, a burst of evictions, and then stores what
-    // comes next in the room they made, whenever it is read.)
-    const uint64_t reserve =
-        segment_bytes_ +
-        static_cast<uint64_t>(options_.max_dead_fraction * static_cast<double>(budget));
-    const uint64_t live_budget = budget > reserve ? budget - reserve : 0;
+    // Belady's OPT over the items held (LeavesOut): one item leaves for each
+    // one stored, the one read furthest in the future, or the new one stays
+    // out if it is read no sooner. (The loop below alone evicts until dead
+    // space calls for a compaction, a burst of evictions, and then stores
+    // what comes next in the room they made, whenever it is read.)
     for (;;) {
       {
         MutexLock lock(&mu_);
-        if (index_.size() == 0 || live_bytes_ + size <= live_budget) break;
-        const uint64_t next = index_.NextUse(id);
-        if (!index_.Contains(id) && next != DiskIndex::kUnknownNextUse &&
-            index_.NextUse(index_.Victim()) <= next) {
+        if (LeavesOut(id, size)) {
           *bypassed = true;
           return Status::OK();
         }
+        if (index_.size() == 0 || live_bytes_ + size <= LiveBudget()) break;
       }
       OPT4STORE_RETURN_IF_ERROR(EvictOne(evicted));
     }
@@ -246,6 +250,24 @@ Status DiskTier::Impl::MakeRoom(uint64_t size, ItemId id, std::vector<ItemId>* e
       OPT4STORE_RETURN_IF_ERROR(EvictOne(evicted));
     }
   }
+}
+
+uint64_t DiskTier::Impl::LiveBudget() const {
+  // The budget less the compaction reserve and the dead space MakeRoom lets
+  // build up before it compacts.
+  const uint64_t budget = options_.budget_bytes;
+  const uint64_t reserve =
+      segment_bytes_ +
+      static_cast<uint64_t>(options_.max_dead_fraction * static_cast<double>(budget));
+  return budget > reserve ? budget - reserve : 0;
+}
+
+bool DiskTier::Impl::LeavesOut(ItemId id, uint64_t size) const {
+  if (index_.size() == 0 || live_bytes_ + size <= LiveBudget() || index_.Contains(id)) {
+    return false;
+  }
+  const uint64_t next = index_.NextUse(id);
+  return next != DiskIndex::kUnknownNextUse && index_.NextUse(index_.Victim()) <= next;
 }
 
 Status DiskTier::Impl::EvictOne(std::vector<ItemId>* evicted) {
