@@ -41,7 +41,10 @@ loading costs between 1/32 and half of the step (and over 1 ms), the pace
 tries the other place now and then (a trial): the wall time from one
 batch to the next, the median over 4 batches in each place once the
 handover is past, decides, and the place tried is kept when it was 3%
-faster. The first trial comes once 4 batches were timed in one place; the
+faster; else the place goes back to what chose the one before the trial
+(an earlier trial, or the rule as it stands at the trial's end: loading
+may have changed meanwhile, as from an epoch that decoded to one of hits).
+The first trial comes once 4 batches were timed in one place; the
 next 32 batches after a trial that changed the place, twice as many after
 one that did not (up to 1024). A trial lasts until the place tried has 4
 such batches, at most 12 batches, so the slower place costs that, ever
@@ -182,7 +185,9 @@ class _Pace:
         self.batches = 0
         self.batches_on_thread = 0  # staged on the background thread, since creation
         self.trials = 0
-        self._trial = None  # (place on trial, place before it, batch count that ends it)
+        # (place on trial, place before it, batch count that ends it, whether
+        # the place before it was a trial's choice)
+        self._trial = None
         self._override = None  # (place, median load): a trial's choice against the rule
         self._interval = _TRIAL_FIRST_INTERVAL
         self._next_trial = 0
@@ -227,7 +232,8 @@ class _Pace:
         if (self._trial is None and self.batches >= self._next_trial and
                 max(_THREAD_MIN_LOAD_S, step * _TRIAL_STEP_SHARE) < load < step * _TRIAL_MAX_SHARE
                 and chosen == self.on_thread and len(self.periods[chosen]) == _PACE_WINDOW):
-            self._trial = (not chosen, chosen, self.batches + _TRIAL_MAX_BATCHES)
+            self._trial = (not chosen, chosen, self.batches + _TRIAL_MAX_BATCHES,
+                           self._override is not None)
             self.trials += 1
             chosen = not chosen
         if chosen != self.on_thread:
@@ -237,13 +243,16 @@ class _Pace:
 
     def _end_trial(self, load):
         """Keeps the place on trial if its periods' median beat the place
-        before it by _TRIAL_MARGIN, else goes back; the next trial comes
-        twice as late when the place stays the same."""
-        tried, before, _ = self._trial
+        before it by _TRIAL_MARGIN, else goes back to what chose the place
+        before it: an earlier trial, or the rule as it now stands (loading
+        may have changed during the trial: an epoch of hits after one that
+        decoded). The next trial comes twice as late when the place stays
+        the same."""
+        tried, before, _, before_by_trial = self._trial
         self._trial = None
         won = (len(self.periods[tried]) == _PACE_WINDOW and statistics.median(self.periods[tried])
                < statistics.median(self.periods[before]) * (1 - _TRIAL_MARGIN))
-        kept = tried if won else before
+        kept = tried if won else before if before_by_trial else self.by_rule
         self._override = (kept, load) if kept != self.by_rule else None
         self._interval = (_TRIAL_FIRST_INTERVAL if won else
                           min(2 * self._interval, _TRIAL_MAX_INTERVAL))
