@@ -81,7 +81,8 @@ configure_and_build() {  # dir, extra cmake args...
 # third faster than -g on these 2 cores, and keeps the test command in time.
 build() {  # extra cmake args...
   setup
-  configure_and_build "$BUILD_DIR" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" "$@"
+  configure_and_build "$BUILD_DIR" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+    -DOPT4STORE_UNITY_LIBRARIES=ON "$@"
 }
 
 # Where the test build's time goes (measured 2026-11-27, 2 shared cores, in
