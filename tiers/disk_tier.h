@@ -255,7 +255,9 @@ class DiskTier {
   // and items may be evicted; their ids are appended to *evicted if given.
   // With DiskTierOptions::bypass, id may be left out instead (OK, *stored
   // false if given; nothing stored is harmed, though items evicted before
-  // the tier found no further victim stay evicted).
+  // the tier found no further victim stay evicted). When the items held
+  // fill the budget even for the record's header and meta, that is decided
+  // before the payload is compressed.
   // On an error nothing already stored is harmed and the segment is cut
   // back to its last good record.
   // Returns: OK, InvalidArgument (id over kMaxItemId, meta over 64 KiB,
