@@ -76,6 +76,23 @@ class FakeTiers : public ResidencyTiers {
   uint64_t evictions = 0;
 };
 
+// The ids a plan reads, position by position.
+std::vector<ItemId> IdsOf(const PlanSpec& plan) {
+  std::vector<ItemId> ids;
+  REQUIRE(PlanIds(plan, &ids).ok());
+  return ids;
+}
+
+// n ids, RAM for ram_items, prefetch 4 deep, a planner ring of ring_slots.
+ResidencyOptions SmallRing(uint64_t n, uint64_t ram_items, uint64_t ring_slots) {
+  ResidencyOptions o;
+  o.num_ids = n;
+  o.ram_items = ram_items;
+  o.prefetch_depth = 4;
+  o.ring_slots = ring_slots;
+  return o;
+}
+
 PlanSpec ReplacementPlan(uint64_t n, uint64_t epochs, uint64_t seed) {
   PlanSpec p = ShufflePlan(n, epochs, seed);
   p.kind = SamplerKind::kReplacement;
@@ -267,15 +284,10 @@ TEST_CASE("Residency: the disk tier ranks each id by its next read after the fro
   // policy hits here: RAM serves those, so they do not rank; see below.)
   const uint64_t n = 50;
   const PlanSpec plan = ShufflePlan(n, 3, 7);
-  std::vector<ItemId> ids;
-  REQUIRE(PlanIds(plan, &ids).ok());
+  const std::vector<ItemId> ids = IdsOf(plan);
   FakeTiers tiers(n);
-  ResidencyOptions o;
-  o.num_ids = n;
-  o.ram_items = 10;
+  ResidencyOptions o = SmallRing(n, 10, 64);
   o.policy = PolicyKind::kNone;
-  o.prefetch_depth = 4;
-  o.ring_slots = 64;
   o.disk = true;
   Residency r(o, &tiers);
   REQUIRE(r.SetPlan(plan, 0).ok());
@@ -328,14 +340,9 @@ TEST_CASE("Residency: a read the policy serves from RAM does not rank its item o
 TEST_CASE("Residency: at the plan's end, room for a fetch comes from items never read again",
           "[residency]") {
   const PlanSpec plan = ShufflePlan(30, 2, 4);
-  std::vector<ItemId> ids;
-  REQUIRE(PlanIds(plan, &ids).ok());
+  const std::vector<ItemId> ids = IdsOf(plan);
   FakeTiers tiers(30);
-  ResidencyOptions o;
-  o.num_ids = 30;
-  o.ram_items = 30;  // holds everything: every read of epoch 2 hits
-  o.prefetch_depth = 4;
-  o.ring_slots = 64;
+  ResidencyOptions o = SmallRing(30, 30, 64);  // RAM holds everything: epoch 2 hits
   o.disk = true;
   Residency r(o, &tiers);
   REQUIRE(r.SetPlan(plan, 0).ok());
@@ -360,14 +367,10 @@ TEST_CASE("Residency: at the plan's end, room for a fetch comes from items never
 TEST_CASE("Residency: drift and unread positions are counted and passed", "[residency]") {
   const uint64_t n = 50;
   const PlanSpec plan = ShufflePlan(n, 2, 1);
-  std::vector<ItemId> ids;
-  REQUIRE(PlanIds(plan, &ids).ok());
+  const std::vector<ItemId> ids = IdsOf(plan);
   FakeTiers tiers(n);
-  ResidencyOptions o;
-  o.num_ids = n;
-  o.ram_items = 10;
-  o.prefetch_depth = 4;
-  o.ring_slots = 16;  // readers 8 positions past an unread one leave it behind
+  // A ring of 16: readers 8 positions past an unread one leave it behind.
+  ResidencyOptions o = SmallRing(n, 10, 16);
   Residency r(o, &tiers);
   REQUIRE(r.SetPlan(plan, 0).ok());
   r.PlanAhead(8, 0, 0);
@@ -401,14 +404,10 @@ TEST_CASE("Residency: an epoch's unread positions are skipped once readers have 
           "[residency]") {
   const uint64_t n = 8;
   const PlanSpec plan = ShufflePlan(n, 3, 4);
-  std::vector<ItemId> ids;
-  REQUIRE(PlanIds(plan, &ids).ok());
+  const std::vector<ItemId> ids = IdsOf(plan);
   FakeTiers tiers(n);
-  ResidencyOptions o;
-  o.num_ids = n;
-  o.ram_items = 4;
-  o.prefetch_depth = 4;
-  o.ring_slots = 64;  // far more than the epoch: the lag rule never applies here
+  // A ring far longer than the epoch: the lag rule never applies here.
+  ResidencyOptions o = SmallRing(n, 4, 64);
   o.epoch_grace_ms = 100;
   Residency r(o, &tiers);
   REQUIRE(r.SetPlan(plan, 0).ok());
