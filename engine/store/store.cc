@@ -252,12 +252,12 @@ Status Store::Impl::Close() {
   if (ctl_) ctl_->header()->owner_closed.store(1, std::memory_order_release);
   if (disk_) {
     uint64_t saved = 0;
-    // An open that failed before the residency existed had no readers: the
-    // cursor an earlier run saved stays.
+    // An open that failed (at its plan, say, after the residency existed)
+    // had no readers: the cursor and the counters an earlier run saved stay.
     bool opened;
     {
       MutexLock lock(&mu_);
-      opened = residency_ != nullptr;
+      opened = owner_opened_;
     }
     if (!disk_only_ && opened) {
       SpillForRestart();

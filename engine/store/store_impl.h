@@ -273,6 +273,9 @@ class Store::Impl : private ResidencyTiers {
   // Owner state.
   Mutex mu_ ACQUIRED_BEFORE(write_mu_);
   std::unique_ptr<Residency> residency_ GUARDED_BY(mu_);  // made by CreateShared
+  // OpenOwner got to its end: only then may Close save a cursor and a run's
+  // counters over the ones an earlier run saved.
+  bool owner_opened_ GUARDED_BY(mu_) = false;
   // The identity of the plan in force, or before any, of the saved cursor's.
   std::string plan_identity_ GUARDED_BY(mu_);
   std::atomic<uint64_t> resume_position_{0};  // the cursor saved for this plan

@@ -455,8 +455,10 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
   OPT4STORE_RETURN_IF_ERROR(CreateShared());
   PlanSpec plan;
   bool have_plan = false;
-  if (options.plan) {
-    plan = *options.plan;
+  if (options_.plan) {
+    // A file plan as WriteManifest left it: the store's copy, whose identity
+    // a later open without a plan (the saved one) has too.
+    plan = *options_.plan;
     have_plan = true;
   } else if (disk_) {
     std::string text;
@@ -484,6 +486,7 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
     }
     resume_position_ = start;
     PublishGaugesLocked();
+    owner_opened_ = true;
   }
   planner_ = new std::thread([this] { PlannerLoop(); });
   if (disk_) {
