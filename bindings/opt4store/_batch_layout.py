@@ -8,7 +8,7 @@ import errno
 import math
 import os
 import random
-import sys
+import weakref
 
 import numpy as np
 import torch
@@ -252,6 +252,24 @@ def _check_shm_room(nbytes):
         _raise_no_shm_room(nbytes, "%.1f MiB free" % (folder.f_bavail * folder.f_frsize / 2**20))
 
 
+def _lent_view(a, refs):
+    """A new numpy view of `a`, for torch.from_numpy, with a weak reference
+    to it added to `refs`. The tensors made from it, and every view of
+    them, hold it through their storage: the reference dies when the last
+    of them does, and only then may a's memory be written again. (Counting
+    a's own references instead gives another number on each interpreter:
+    CPython 3.14 borrows references that 3.13 counted.)"""
+    v = a.view()
+    refs.append(weakref.ref(v))
+    return v
+
+
+def _alive(refs):
+    """Drops the dead references of `refs`; True if any is left."""
+    refs[:] = [r for r in refs if r() is not None]
+    return bool(refs)
+
+
 def _raise_no_shm_room(nbytes, why):
     raise NoSpaceError(
         f"no space: opt4store.DataLoader's batch slot of {nbytes / 2**20:.1f} MiB does not fit "
@@ -264,15 +282,16 @@ class SharedSlots:
     """Batch tensors in shared memory (one per leaf per slot) that workers
     write rows into. A slot is taken for one batch's job and given back when
     the main process has the batch; it may then be lent: the batch yielded
-    is the slot itself, with no copy. The tensors lent out reference the
-    slot's numpy arrays through their storage (as _BatchPool's do), so the
-    arrays' reference counts tell when nobody holds a lent slot any more,
+    is the slot itself, with no copy. The tensors lent out hold views of the
+    slot's numpy arrays through their storage (as _BatchPool's do), so weak
+    references to those views tell when nobody holds a lent slot any more,
     and only then is it taken again. Slots made after the workers started
     travel with their jobs (`known` says how many the workers hold)."""
 
     def __init__(self, layout, rows, count):
         self.layout, self.rows = layout, rows
         self.tensors, self.arrays = [], []
+        self.lent = []  # per slot: weak references to the views lent (_lent_view)
         self.busy = set()
         for _ in range(count):
             self._grow()
@@ -284,12 +303,11 @@ class SharedSlots:
         self.tensors.append(slot)
         self.arrays.append([t.view(-1).view(torch.uint8).numpy() if t.numel() else None
                             for t in slot])
+        self.lent.append([])
 
     def held(self, k):
-        """True while a tensor lent from slot k is alive."""
-        # Held by self.arrays[k], by the loop variable and by getrefcount's
-        # argument: 3 when no tensor uses it.
-        return any(a is not None and sys.getrefcount(a) > 3 for a in self.arrays[k])
+        """True while a tensor lent from slot k (or a view of one) is alive."""
+        return _alive(self.lent[k])
 
     def held_count(self):
         return sum(1 for k in range(len(self.tensors)) if k not in self.busy and self.held(k))
@@ -322,7 +340,7 @@ class SharedSlots:
             if a is None:
                 out.append(torch.empty((rows,) + shape, dtype=dtype))
                 continue
-            t = torch.from_numpy(a)  # uint8: the views below only where needed
+            t = torch.from_numpy(_lent_view(a, self.lent[k]))  # uint8: views only where needed
             t = (t if dtype is torch.uint8 else t.view(dtype)).view((self.rows,) + shape)
             out.append(t if rows == self.rows else t[:rows])
         return out
@@ -345,9 +363,9 @@ class _BatchPool:
     batch k while the loader makes batch k + 1, so a fresh allocation each
     time page-faults every byte of it (6 ms for a 6 MiB batch here, against
     1 ms to fill a reused one). Each batch's memory is a numpy array that the
-    pool keeps; the tensors handed out (and any view of them) reference it
-    through their storage, so its reference count tells when none is left,
-    and only then is it reused. A caller that keeps batches makes the pool
+    pool keeps; the tensors handed out (and any view of them) hold a view of
+    it through their storage, so a weak reference to that view tells when
+    none is left, and only then is it reused. A caller that keeps batches makes the pool
     allocate new ones; it never hands out memory someone still sees."""
 
     _KEEP = 4  # arrays kept per batch size
@@ -355,23 +373,22 @@ class _BatchPool:
     def __init__(self, shapes, dtypes):
         self.shapes, self.dtypes = shapes, dtypes
         self.itemsizes = [torch.empty(0, dtype=d).element_size() for d in dtypes]
-        self.free = {}  # rows -> [[array per leaf]]
+        self.free = {}  # rows -> [([array per leaf], [weak references lent])]
 
     def take(self, rows):
         entries = self.free.setdefault(rows, [])
-        for arrays in entries:
-            # Held by `entries`, by the loop variable and by getrefcount's
-            # argument: 3 when no tensor uses it.
-            if all(sys.getrefcount(a) == 3 for a in arrays):
-                return self._tensors(arrays, rows)
+        for arrays, refs in entries:
+            if not _alive(refs):
+                return self._tensors(arrays, refs, rows)
         arrays = [np.empty(rows * int(np.prod(shape, dtype=np.int64)) * size, np.uint8)
                   for shape, size in zip(self.shapes, self.itemsizes)]
+        refs = []
         if len(entries) < self._KEEP:
-            entries.append(arrays)
-        return self._tensors(arrays, rows)
+            entries.append((arrays, refs))
+        return self._tensors(arrays, refs, rows)
 
-    def _tensors(self, arrays, rows):
-        return [torch.from_numpy(a).view(dtype).view((rows,) + shape)
+    def _tensors(self, arrays, refs, rows):
+        return [torch.from_numpy(_lent_view(a, refs)).view(dtype).view((rows,) + shape)
                 for a, dtype, shape in zip(arrays, self.dtypes, self.shapes)]
 
 
