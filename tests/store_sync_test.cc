@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "fork_child.h"
 #include "opt4store/read_sink.h"
@@ -275,6 +276,65 @@ TEST_CASE("sync=every: a worker's Put after the owner closed or stopped answerin
   ItemId first_missing = kItems;
   CountFound(scratch, shape, &first_missing);
   CHECK(first_missing >= static_cast<ItemId>(r.acked));  // every acknowledged id is there
+}
+
+// A worker's sync="every" Put of a value the disk tier leaves out (Belady's
+// bypass: everything it holds is read sooner) returns OK, as the owner's
+// own Put does: nothing failed. It used to be IOError "refused", which a
+// DataLoader raised.
+TEST_CASE("sync=every: a worker's Put that the disk tier leaves out returns OK",
+          "[store][multiprocess]") {
+  ScratchStore scratch;
+  // As in store_disk_budget_test: RAM for one item, disk for two of these;
+  // item 3 (read at 3 and 4) is left out by the disk tier.
+  const ValueShape big{300 * 1024, 0};
+  const std::vector<ItemId> ids{0, 1, 2, 3, 3, 0, 2, 1, 1};
+  StoreOptions o;
+  o.shm_prefix = scratch.prefix();
+  o.dataset_size = 4;
+  o.ram_items = 1;
+  o.disk = 1024 * 1024;
+  o.compression = StoreOptions::Compression::kNone;
+  o.sync = SyncMode::kEveryPut;
+  PlanSpec plan;
+  plan.kind = SamplerKind::kExplicit;
+  plan.dataset_size = 4;
+  plan.ids = std::make_shared<const std::vector<ItemId>>(ids);
+  o.plan = plan;
+  int results[2];
+  REQUIRE(pipe(results) == 0);
+  LateWorker late;
+  const pid_t worker = late.Fork([&](Store* store) {
+    close(results[0]);
+    char messages[4][160] = {};
+    for (uint64_t p = 0; p < 4; ++p) {
+      StringSink sink;
+      const Status got = store->Get(p, ids[p], &sink);
+      const Status put = got.IsNotFound()
+                             ? store->Put(p, ids[p], SampleMeta(ids[p]), SamplePayload(ids[p], big))
+                             : Status::InvalidArgument("Get: " + got.ToString());
+      snprintf(messages[p], sizeof messages[p], "%s", put.ToString().c_str());
+    }
+    if (write(results[1], messages, sizeof messages) != sizeof messages) _exit(3);
+  });
+  close(results[1]);
+  std::unique_ptr<Store> store;
+  REQUIRE(Store::Open(o, scratch.path(), &store).ok());
+  REQUIRE(late.Attach(*store));
+  char messages[4][160] = {};
+  const bool reported = read(results[0], messages, sizeof messages) == sizeof messages;
+  close(results[0]);
+  kill(worker, SIGKILL);
+  Reap(worker);
+  REQUIRE(reported);
+  for (uint64_t p = 0; p < 4; ++p) {
+    INFO("position " << p << ", id " << ids[p]);
+    CHECK(std::string(messages[p]) == "OK");
+  }
+  const StoreStats st = store->Stats();
+  CHECK(st.disk_bypasses == 1);  // item 3
+  CHECK(st.disk_put_errors == 0);
+  REQUIRE(store->Close().ok());
 }
 
 }  // namespace

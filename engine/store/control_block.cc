@@ -12,7 +12,7 @@ constexpr uint64_t kMagic = 0x6f707434637472ull;  // "opt4ctr"
 // 3: the disk tier's gauges; 4: sync_every, the last write error; 5: record
 // places; 7: plan asks and missed bits; 8: the consumers ring; 9: rank
 // readers; 10: the reading ring; 11: disk bypasses
-constexpr uint32_t kVersion = 11;
+constexpr uint32_t kVersion = 12;
 
 uint64_t RingOffset() { return (sizeof(ControlBlock::Header) + 4095) & ~uint64_t{4095}; }
 uint64_t ConsumersOffset() { return RingOffset() + ControlBlock::kRingSize * 8; }

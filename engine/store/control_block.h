@@ -162,8 +162,12 @@ class ControlBlock {
     // The first position of the epoch the readers began last (BeginEpoch).
     std::atomic<uint64_t> epoch_start;
     // Owner: the Status code of its latest failed disk-tier write (0: none),
-    // which a reader's sync="every" Put reports when its value is not on disk.
+    // and how many have failed. A reader's sync="every" Put whose value is
+    // not on disk reports that code if the count moved while its message
+    // was in the queue; else the tier left the value out (or has dropped
+    // it since), which is no failure.
     std::atomic<uint32_t> put_error_code;
+    std::atomic<uint64_t> put_errors;
     alignas(64) SharedCounters counters;
     alignas(64) OwnerGauges gauges;
     // shm::PackProcess of each rank reader; 0: a free slot.

@@ -324,6 +324,7 @@ Status Store::Impl::WriteThrough(ItemId id, std::string_view meta, std::string_v
   }
   disk_put_errors_.fetch_add(1, std::memory_order_relaxed);
   ctl_->header()->put_error_code.store(static_cast<uint32_t>(s.code()), std::memory_order_release);
+  ctl_->header()->put_errors.fetch_add(1, std::memory_order_acq_rel);
   Warn(kWarnDiskFull, "the disk tier refused a write (" + s.ToString() +
                           "); the store keeps serving from RAM and the source");
   return s;

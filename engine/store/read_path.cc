@@ -511,7 +511,10 @@ Status Store::Impl::Put(uint64_t position, ItemId id, std::string_view meta,
 // sync="every" in a reader process. The owner pops a put message only
 // after its disk write (synced, as every one of its writes then) returned,
 // so the Put is durable once the queue's head passes the message and the
-// id's on-disk bit is set. A full queue is retried, not dropped; all of it
+// id's on-disk bit is set. Without the bit, it failed only if a write failed
+// meanwhile (put_errors moved); else the disk tier left it out (Belady's
+// bypass: every item it holds is read sooner) or dropped it since, and the
+// Put is OK as in the owner. A full queue is retried, not dropped; all of it
 // within fetch_timeout_ms.
 Status Store::Impl::PutDurably(ItemId id, const struct iovec* parts, int num_parts) {
   const ControlBlock::Header* h = ctl_->header();
@@ -519,6 +522,7 @@ Status Store::Impl::PutDurably(ItemId id, const struct iovec* parts, int num_par
   const std::string what = "sync=\"every\": the Put of id " + std::to_string(id);
   const std::string gone = what + " was not written: the store's owner closed it or is gone";
   uint64_t end = 0;
+  const uint64_t errors_before = h->put_errors.load(std::memory_order_acquire);
   Status s;
   for (int64_t us = 20;; Backoff(&us)) {
     if (OwnerGone()) return Status::IOError(gone);
@@ -536,7 +540,9 @@ Status Store::Impl::PutDurably(ItemId id, const struct iovec* parts, int num_par
                              "fetch_timeout_ms=" + std::to_string(options_.fetch_timeout_ms));
     }
   }
-  if (ctl_->OnDisk(id)) return Status::OK();
+  if (ctl_->OnDisk(id) || h->put_errors.load(std::memory_order_acquire) == errors_before) {
+    return Status::OK();
+  }
   const std::string failed = what + " is not durable: the owner's disk tier refused it";
   if (h->put_error_code.load(std::memory_order_acquire) ==
       static_cast<uint32_t>(Status::Code::kNoSpace)) {
