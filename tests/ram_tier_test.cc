@@ -467,6 +467,17 @@ TEST_CASE("RamTier: Wait returns when the item arrives, is declined, or times ou
     REQUIRE(owner->Insert(4, nullptr, 0, "data", 4).ok());
     CHECK(reader->Wait(4, v, 10000).ok());
   }
+  SECTION("resident already when its version was read: no wait") {
+    // A reader that read the version of an item that had just arrived (it
+    // missed it a moment before) and asked the owner for it: the owner
+    // finds it resident and changes nothing, so a wait for a change would
+    // last its whole timeout.
+    REQUIRE(owner->Insert(4, nullptr, 0, "data", 4).ok());
+    const uint64_t v = reader->Version(4);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(reader->Wait(4, v, 5000).ok());
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  }
   SECTION("filling, then committed") {
     const uint64_t v = reader->Version(4);
     RamTier::PendingInsert p;

@@ -266,7 +266,8 @@ class RamTier {
   // Wait() on it rather than loading the item elsewhere.
   static bool IsFilling(uint64_t version) { return (version & 3) == 2; }
   // Blocks until the item's version differs from `observed` and the item is
-  // not "filling". Returns OK when it is resident, NotFound when the owner
+  // not "filling", or returns at once if `observed` is its current version
+  // and a resident one. Returns OK when it is resident, NotFound when the owner
   // evicted it or answered AnswerAbsent, Busy when timeout_ms passed
   // (timeout_ms < 0: no limit), IOError when the owner process died or
   // destroyed its RamTier, or when `putter` (the process whose Put would

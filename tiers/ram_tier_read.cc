@@ -142,6 +142,9 @@ Status RamTier::Wait(ItemId id, uint64_t observed, int64_t timeout_ms,
       observed = v;  // filling: the answer is on its way
       continue;
     }
+    // Resident at the version observed: it came before the caller read
+    // that version, and nothing the caller waits for would change it.
+    if (StateOf(v) == kResident) return Status::OK();
     if (header_->owner_closed.load(std::memory_order_acquire) != 0 ||
         !ProcessAlive(owner_.pid, owner_.start_ticks)) {
       return Status::IOError("RamTier::Wait: the owner process is gone");
