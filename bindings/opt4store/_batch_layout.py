@@ -106,9 +106,11 @@ class Layout:
 
     def __getstate__(self):
         # Spawn workers get the layout with their jobs' Filler; the nesting
-        # closures do not pickle, and only the main process nests batches.
+        # closures and the pool's weak references do not pickle, and only
+        # the main process nests batches or takes them from the pool.
         state = dict(self.__dict__)
         state["_nests"] = {}
+        state["_pool"] = _BatchPool(self.shapes, self.dtypes)
         return state
 
     def empty(self, rows, pin=False):

@@ -56,8 +56,8 @@ def test_a_shared_slot_is_held_while_one_view_of_what_it_lent_lives():
     assert slots.borrow(2) is not None
 
 
-@pytest.mark.parametrize("num_workers", [0, 2])
-def test_batches_kept_as_single_views_keep_their_values(tmp_path, num_workers):
+@pytest.mark.parametrize("num_workers,context", [(0, None), (2, "fork"), (2, "spawn")])
+def test_batches_kept_as_single_views_keep_their_values(tmp_path, num_workers, context):
     """A loop that keeps one view of one leaf of each batch (and drops the
     batch): every view still holds its own batch's values after two
     epochs, though the loader made every later batch meanwhile."""
@@ -66,7 +66,7 @@ def test_batches_kept_as_single_views_keep_their_values(tmp_path, num_workers):
         torch.utils.data.RandomSampler(range(N), generator=torch.Generator().manual_seed(5)),
         epochs=2)
     ds = opt4store.CachedDataset(Source(), store, sampler)
-    kwargs = dict(multiprocessing_context="fork") if num_workers else {}
+    kwargs = dict(multiprocessing_context=context) if num_workers else {}
     kept = []
     for _ in range(2):
         loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=8,
