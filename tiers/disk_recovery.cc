@@ -18,6 +18,7 @@
 #include <rocksdb/env.h>
 #include <rocksdb/listener.h>
 
+#include "engine/base/file_limit.h"
 #include "tiers/index_env.h"
 
 namespace opt4store {
@@ -90,12 +91,27 @@ Status DiskTier::Impl::SegmentBytesFor(uint64_t budget, uint64_t* segment_bytes)
   return Status::OK();
 }
 
+void DiskTier::Impl::RaiseFileLimitFor(uint64_t budget, uint64_t segment_bytes) const {
+  // The budget's segments, the active one and the compaction's, plus room
+  // for RocksDB's files and whatever else the process opens.
+  constexpr uint64_t kOtherFiles = 1024;
+  const uint64_t segments = budget / segment_bytes + 2;
+  uint64_t limit = 0;
+  const Status s = RaiseOpenFileLimit(2 * segments + kOtherFiles, &limit);
+  static std::atomic<bool> said{false};
+  if (!s.ok() && !said.exchange(true)) {
+    std::fprintf(stderr, "opt4store: the disk tier at %s may hold %llu segment files open: %s\n",
+                 dir_.c_str(), static_cast<unsigned long long>(segments), s.ToString().c_str());
+  }
+}
+
 Status DiskTier::Impl::Reconfigure(const DiskTierOptions& options) {
   MutexLock wlock(&write_mu_);
   MutexLock lock(&mu_);
   if (closed_) return Status::IOError("disk tier is closed");
   uint64_t segment_bytes = 0;
   OPT4STORE_RETURN_IF_ERROR(SegmentBytesFor(options.budget_bytes, &segment_bytes));
+  RaiseFileLimitFor(options.budget_bytes, segment_bytes);
   options_.budget_bytes = options.budget_bytes;
   options_.compression = options.compression;
   options_.sync = options.sync;
@@ -119,6 +135,7 @@ Status DiskTier::Impl::Open() {
     return Status::InvalidArgument("max_dead_fraction must be in [0, 1)");
   }
   OPT4STORE_RETURN_IF_ERROR(SegmentBytesFor(options_.budget_bytes, &segment_bytes_));
+  RaiseFileLimitFor(options_.budget_bytes, segment_bytes_);
 
   OPT4STORE_RETURN_IF_ERROR(env_->CreateDirIfMissing(dir_));
   OPT4STORE_RETURN_IF_ERROR(env_->LockFile(dir_ + "/LOCK", &lock_));

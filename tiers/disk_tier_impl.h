@@ -178,6 +178,10 @@ class DiskTier::Impl {
   // The segment size a budget gets (options_.segment_bytes, capped by the
   // budget); InvalidArgument for a budget too small.
   Status SegmentBytesFor(uint64_t budget, uint64_t* segment_bytes) const;
+  // Raises the process's limit on open files to what a budget in segments
+  // of this size may hold open (two descriptors a segment file); says so
+  // once on stderr when the hard limit is lower.
+  void RaiseFileLimitFor(uint64_t budget, uint64_t segment_bytes) const;
   void MakeReserve(uint64_t bytes);
   // Before RocksDB touches the index: whether it may create one (a new
   // store), or Corruption when the index is gone but records are not.

@@ -8,7 +8,7 @@
 namespace opt4store {
 namespace {
 
-constexpr char kMagic = 'o';
+constexpr char kValueMagic = 'o';
 constexpr uint8_t kFormatVersion = 1;
 constexpr size_t kMaxDims = 32;
 
@@ -80,7 +80,7 @@ uint64_t ValueHeader::PayloadBytes() const { return NumElements() * DTypeSize(dt
 std::string EncodeValueHeader(const ValueHeader& header) {
   std::string out;
   out.reserve(8 + 8 * header.shape.size() + header.user.size());
-  out.push_back(kMagic);
+  out.push_back(kValueMagic);
   out.push_back(static_cast<char>(kFormatVersion));
   out.push_back(static_cast<char>(header.dtype));
   out.push_back(static_cast<char>(header.shape.size()));
@@ -96,7 +96,7 @@ std::string EncodeValueHeader(const ValueHeader& header) {
 }
 
 Status DecodeValueHeader(std::string_view meta, ValueHeader* header) {
-  if (meta.size() < 8 || meta[0] != kMagic) {
+  if (meta.size() < 8 || meta[0] != kValueMagic) {
     return Status::Corruption("value header: not an opt4store value header (" +
                               std::to_string(meta.size()) + " bytes)");
   }
