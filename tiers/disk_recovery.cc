@@ -91,7 +91,8 @@ Status DiskTier::Impl::SegmentBytesFor(uint64_t budget, uint64_t* segment_bytes)
   return Status::OK();
 }
 
-void DiskTier::Impl::RaiseFileLimitFor(uint64_t budget, uint64_t segment_bytes) const {
+void DiskTier::Impl::RaiseFileLimitFor(uint64_t budget, uint64_t segment_bytes,
+                                       bool say_short) const {
   // The budget's segments, the active one and the compaction's, plus room
   // for RocksDB's files and whatever else the process opens.
   constexpr uint64_t kOtherFiles = 1024;
@@ -99,7 +100,7 @@ void DiskTier::Impl::RaiseFileLimitFor(uint64_t budget, uint64_t segment_bytes) 
   uint64_t limit = 0;
   const Status s = RaiseOpenFileLimit(2 * segments + kOtherFiles, &limit);
   static std::atomic<bool> said{false};
-  if (!s.ok() && !said.exchange(true)) {
+  if (!s.ok() && say_short && !said.exchange(true)) {
     std::fprintf(stderr, "opt4store: the disk tier at %s may hold %llu segment files open: %s\n",
                  dir_.c_str(), static_cast<unsigned long long>(segments), s.ToString().c_str());
   }
@@ -111,7 +112,7 @@ Status DiskTier::Impl::Reconfigure(const DiskTierOptions& options) {
   if (closed_) return Status::IOError("disk tier is closed");
   uint64_t segment_bytes = 0;
   OPT4STORE_RETURN_IF_ERROR(SegmentBytesFor(options.budget_bytes, &segment_bytes));
-  RaiseFileLimitFor(options.budget_bytes, segment_bytes);
+  RaiseFileLimitFor(options.budget_bytes, segment_bytes, /*say_short=*/true);
   options_.budget_bytes = options.budget_bytes;
   options_.compression = options.compression;
   options_.sync = options.sync;
@@ -135,7 +136,7 @@ Status DiskTier::Impl::Open() {
     return Status::InvalidArgument("max_dead_fraction must be in [0, 1)");
   }
   OPT4STORE_RETURN_IF_ERROR(SegmentBytesFor(options_.budget_bytes, &segment_bytes_));
-  RaiseFileLimitFor(options_.budget_bytes, segment_bytes_);
+  RaiseFileLimitFor(options_.budget_bytes, segment_bytes_, /*say_short=*/false);
 
   OPT4STORE_RETURN_IF_ERROR(env_->CreateDirIfMissing(dir_));
   OPT4STORE_RETURN_IF_ERROR(env_->LockFile(dir_ + "/LOCK", &lock_));
@@ -321,7 +322,7 @@ Status DiskTier::Impl::Recover() {
   // Segment files on disk.
   std::vector<uint32_t> numbers;
   OPT4STORE_RETURN_IF_ERROR(SegmentNumbers(&numbers));
-  if (numbers.size() >= DiskIndex::kMaxSlots) {
+  if (numbers.size() > DiskIndex::kMaxSlots) {  // slots 1 to kMaxSlots, as RollOver hands out
     return Status::NotSupported("too many segment files in " + segment_dir_);
   }
   std::unordered_map<uint32_t, uint16_t> slot_of;

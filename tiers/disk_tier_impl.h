@@ -179,9 +179,11 @@ class DiskTier::Impl {
   // budget); InvalidArgument for a budget too small.
   Status SegmentBytesFor(uint64_t budget, uint64_t* segment_bytes) const;
   // Raises the process's limit on open files to what a budget in segments
-  // of this size may hold open (two descriptors a segment file); says so
-  // once on stderr when the hard limit is lower.
-  void RaiseFileLimitFor(uint64_t budget, uint64_t segment_bytes) const;
+  // of this size may hold open (two descriptors a segment file). With
+  // `say_short`, says once on stderr when the hard limit is lower: not at
+  // the Store's first open, whose budget is a provisional 1 TiB until the
+  // manifest's is read (Reconfigure, which says it).
+  void RaiseFileLimitFor(uint64_t budget, uint64_t segment_bytes, bool say_short) const;
   void MakeReserve(uint64_t bytes);
   // Before RocksDB touches the index: whether it may create one (a new
   // store), or Corruption when the index is gone but records are not.
