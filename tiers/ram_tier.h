@@ -286,7 +286,8 @@ class RamTier {
   Status MapAllPages();
 
   // Sums every process slot. In the owner it also refreshes the largest
-  // free block that other processes see.
+  // free block that other processes see, from the allocator: there it is
+  // an owner method (REQUIRES the owner's mutex); in a reader, any thread.
   RamTierStats Stats();
 
   // Test hook: called in CopyOut after the payload is copied, before the

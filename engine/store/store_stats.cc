@@ -163,14 +163,23 @@ void ReadSharedStats(const ControlBlock* ctl, RamTier* ram, StoreStats* st) {
 
 StoreStats Store::Impl::Stats() {
   StoreStats st;
-  if (InOwner() && !disk_only_ && ctl_ && !closed_.load()) {
+  const bool owner = InOwner() && !disk_only_ && ctl_;
+  if (owner && !closed_.load()) {
     while (DrainWrites()) {  // count every Put so far on the disk tier
     }
-    MutexLock lock(&mu_);
-    AdvanceFrontierLocked();
-    PublishGaugesLocked();
   }
-  ReadSharedStats(ctl_.get(), ram_.get(), &st);
+  if (owner) {
+    // Under mu_: the owner's RAM tier reads its allocator, which the
+    // planner thread changes under mu_. The gauges are published now, not
+    // up to 50 ms ago, also for the counters Close saves (closed_ is set
+    // by then, and the cursor's abandoned positions counted).
+    MutexLock lock(&mu_);
+    if (!closed_.load()) AdvanceFrontierLocked();
+    if (residency_) PublishGaugesLocked();
+    ReadSharedStats(ctl_.get(), ram_.get(), &st);
+  } else {
+    ReadSharedStats(ctl_.get(), ram_.get(), &st);
+  }
   if (InOwner() && disk_) {
     DiskTierStats d = disk_->GetStats();
     st.disk_items = d.items;
