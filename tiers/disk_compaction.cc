@@ -44,6 +44,12 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
   auto commit = [&]() -> Status {
     write_mu_.AssertHeld();  // CompactSegment holds it; a lambda is analysed on its own
     if (moves.empty()) return Status::OK();
+    // The copies are durable before the index points at them, as a Put's
+    // record is: the index may reach the disk first (its log written back,
+    // or synced per write), and then a power loss would leave entries that
+    // point past their segment's end while the old copies, which nothing
+    // points at any more, go with the next compaction.
+    if (syncing()) OPT4STORE_RETURN_IF_ERROR(SyncDirty());
     const Segment* active = WriterSegment(active_);
     batch.Put(SegmentKey(active->number), Fixed64(active->size));
     OPT4STORE_RETURN_IF_ERROR(IndexWritten(db_->Write(WriteOpts(), &batch), "write index"));

@@ -73,7 +73,7 @@ Status DiskTier::Impl::SyncDirty() {
     dir_dirty_ = false;
   }
   OPT4STORE_RETURN_IF_ERROR(ResumeIndex());
-  return FromRocks(db_->FlushWAL(/*sync=*/true), "sync index");
+  return IndexWritten(db_->FlushWAL(/*sync=*/true), "sync index");  // a failed sync stops it
 }
 
 Status DiskTier::Impl::IndexWritten(const rocksdb::Status& rs, const std::string& what) {
