@@ -168,29 +168,28 @@ TEST_CASE("Residency: one reader in order hits exactly what Belady's OPT hits", 
 }
 
 // A restart: 64 items, all on disk from an earlier run, one epoch planned
-// (each item read once, so the policy never hits), RAM for 8, staging for
-// 10 (items of cost 1: an item capacity), the planner 20 positions ahead.
+// (each item read once, so the policy never hits), RAM for 8 items, staging
+// for 10 (1000 bytes: staging is bytes, and each item 100), the planner 20
+// positions ahead.
 struct RestartRun {
   static ResidencyOptions Options(uint64_t n) {
     ResidencyOptions o;
     o.num_ids = n;
     o.ram_items = 8;
     o.prefetch_depth = 20;
-    o.staging = 10;
+    o.staging = 1000;
     o.ring_slots = 256;
     o.disk = true;
     return o;
   }
-  static std::vector<ItemId> Ids(const PlanSpec& plan) {
-    std::vector<ItemId> ids;
-    REQUIRE(PlanIds(plan, &ids).ok());
-    return ids;
+  RestartRun() {
+    for (ItemId id = 0; id < n; ++id) r.NoteSize(id, 100);
+    REQUIRE(r.SetPlan(plan, 0).ok());
   }
-  RestartRun() { REQUIRE(r.SetPlan(plan, 0).ok()); }
 
   static constexpr uint64_t n = 64;
   const PlanSpec plan = ShufflePlan(n, 1, 3);
-  const std::vector<ItemId> ids = Ids(plan);
+  const std::vector<ItemId> ids = IdsOf(plan);
   FakeTiers tiers{n, /*all_on_disk=*/true};
   const ResidencyOptions o = Options(n);
   Residency r{o, &tiers};
@@ -355,10 +354,12 @@ TEST_CASE("Residency: at the plan's end, room for a fetch comes from items never
   CHECK_FALSE(r.EvictUnneeded(1));  // not planned to the end yet
   r.PlanAhead(60, 0, 45);
   // Planned to the end: the 15 read for the last time may go (on disk), not
-  // the 15 still to be read.
-  CHECK(r.EvictUnneeded(3));  // sizes unknown here: 1 each (an item capacity)
+  // the 15 still to be read. Room is asked in bytes, with an item capacity
+  // too: 300 bytes are 3 items of 100.
+  for (ItemId id = 0; id < 30; ++id) r.NoteSize(id, 100);
+  CHECK(r.EvictUnneeded(300));
   CHECK(tiers.evictions == 3);
-  CHECK(r.EvictUnneeded(100));
+  CHECK(r.EvictUnneeded(100 * 100));
   CHECK(tiers.evictions == 15);
   for (uint64_t p = 45; p < 60; ++p) CHECK(tiers.ram.count(ids[p]) == 1);
   CHECK_FALSE(r.EvictUnneeded(1));

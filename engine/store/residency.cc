@@ -44,6 +44,10 @@ void Residency::NoteSize(ItemId id, uint64_t bytes) {
 
 uint64_t Residency::CostOf(ItemId id) const {
   if (options_.ram_items) return 1;
+  return StagedBytesOf(id);
+}
+
+uint64_t Residency::StagedBytesOf(ItemId id) const {
   if (sizes_[id] != 0) return sizes_[id];
   return size_count_ ? std::max<uint64_t>(1, size_sum_ / size_count_) : kMeanSizeBeforeAny;
 }
@@ -232,7 +236,7 @@ void Residency::ReleaseRead(Slot* slot) {
   RankOnDisk(slot->id, slot->after);
   if (slot->flags & kPrefetchPin) {
     --prefetch_pins_[slot->id];
-    staged_bytes_ -= std::min<uint64_t>(staged_bytes_, CostOf(slot->id));
+    staged_bytes_ -= std::min<uint64_t>(staged_bytes_, StagedBytesOf(slot->id));
   }
   slot->flags &= static_cast<uint8_t>(~kPrefetchPin);
   MaybeEvict(slot->id);
@@ -322,7 +326,7 @@ void Residency::ReleaseConsumed() {
       continue;
     }
     --prefetch_pins_[f.id];
-    staged_bytes_ -= std::min<uint64_t>(staged_bytes_, CostOf(f.id));
+    staged_bytes_ -= std::min<uint64_t>(staged_bytes_, StagedBytesOf(f.id));
     MaybeEvict(f.id);
   }
   fetched_.resize(kept);
@@ -437,7 +441,7 @@ void Residency::CollectPrefetch(std::vector<ItemId>* ids) {
     }
     slot.flags |= kPrefetchPin;
     ++prefetch_pins_[id];
-    staged_bytes_ += CostOf(id);
+    staged_bytes_ += StagedBytesOf(id);
     if (!resident && std::find(ids->begin(), ids->end(), id) == ids->end()) ids->push_back(id);
   }
 }
@@ -453,7 +457,7 @@ bool Residency::EvictUnneeded(uint64_t bytes) {
       continue;
     }
     tiers_->Evict(id);
-    freed += sizes_[id] != 0 ? sizes_[id] : CostOf(id);
+    freed += StagedBytesOf(id);  // bytes, with either kind of capacity
   }
   return freed > 0;
 }
@@ -462,7 +466,7 @@ void Residency::HoldFetched(ItemId id, uint64_t position) {
   const uint64_t until = InPlan(position) ? std::max(position, frontier_)
                                           : frontier_ + options_.prefetch_depth;
   ++prefetch_pins_[id];
-  staged_bytes_ += CostOf(id);
+  staged_bytes_ += StagedBytesOf(id);
   fetched_.push_back({InPlan(position) ? position : ~uint64_t{0}, until, id});
 }
 

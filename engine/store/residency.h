@@ -96,7 +96,8 @@ struct ResidencyOptions {
   PolicyKind policy = PolicyKind::kOpt;
   // How far the planner runs ahead of the frontier, in positions.
   uint64_t prefetch_depth = 512;
-  // RAM bytes beyond the capacity for prefetched and promised items.
+  // RAM bytes beyond the capacity for prefetched and promised items (bytes
+  // with an item capacity too).
   uint64_t staging = 0;
   // The RAM tier's allocation unit: an item's size counts against a byte
   // capacity rounded up to whole units, as the arena holds it (a 264-byte
@@ -129,6 +130,10 @@ class Residency {
   // What id counts against the capacity: 1 with an item capacity, else its
   // size in whole size_units, or the mean of those while it is unknown.
   uint64_t CostOf(ItemId id) const;
+  // What id takes of the staging budget while pinned: its size in whole
+  // size_units, or the mean, with either kind of capacity (staging is
+  // bytes: RAM the arena holds on top of the capacity).
+  uint64_t StagedBytesOf(ItemId id) const;
 
   // ---- the plan
   // Starts over on `plan` at `start`. The policy begins there holding what
