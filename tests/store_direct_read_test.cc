@@ -23,6 +23,7 @@
 #include "opt4store/store.h"
 #include "store_open_util.h"
 #include "store_test_util.h"
+#include "tally_pipe.h"
 #include "test_util.h"
 #include "tiers/disk_tier.h"
 #include "tiers/segment_reader.h"
@@ -37,12 +38,14 @@ using opt4store_test::Go;
 using opt4store_test::IsSample;
 using opt4store_test::OpenStore;
 using opt4store_test::ReadSegmentRecords;
+using opt4store_test::CollectTally;
 using opt4store_test::ReadTally;
 using opt4store_test::Reap;
 using opt4store_test::SampleMeta;
 using opt4store_test::SamplePayload;
 using opt4store_test::ScratchStore;
 using opt4store_test::SegmentFiles;
+using opt4store_test::SendTally;
 using opt4store_test::TempDir;
 using opt4store_test::TestMeta;
 using opt4store_test::TestPayload;
@@ -92,38 +95,6 @@ void ReadId(Store* store, ItemId id, const ValueShape& shape, ReadTally* t) {
   if (source == GetSource::kDisk) ++t->disk;
   if (source == GetSource::kRam) ++t->ram;
   if (!IsSample(id, shape, sink.meta, sink.payload)) ++t->wrong;
-}
-
-// Waits for a child that writes one ReadTally to its pipe, then exits.
-ReadTally Collect(const Child& c) {
-  ReadTally t;
-  size_t got = 0;
-  char* p = reinterpret_cast<char*>(&t);
-  while (got < sizeof t) {
-    const ssize_t n = read(c.fd, p + got, sizeof t - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  close(c.fd);
-  const int status = opt4store_test::Reap(c.pid);
-  INFO("child: " << t.ToString() << ", wait status " << status);
-  REQUIRE(got == sizeof t);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
-  return t;
-}
-
-void SendTally(int fd, const ReadTally& t) {
-  const char* p = reinterpret_cast<const char*>(&t);
-  size_t left = sizeof t;
-  while (left > 0) {
-    const ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) _exit(3);
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
 }
 
 }  // namespace
@@ -261,7 +232,7 @@ TEST_CASE(
     }
   }
   REQUIRE(store->Flush().ok());
-  const ReadTally t = Collect(reader);
+  const ReadTally t = CollectTally(reader);
   const StoreStats st = store->Stats();
   INFO("reader: " << t.ToString() << "; hits_disk " << st.hits_disk << ", hits_disk_direct "
                   << st.hits_disk_direct << ", fetch_requests " << st.fetch_requests
@@ -339,7 +310,7 @@ TEST_CASE("Store: a record damaged on disk is a miss for a reader, and the owner
   }
   REQUIRE(damaged);
   REQUIRE(Go(&reader, store->handle()));
-  const ReadTally t = Collect(reader);
+  const ReadTally t = CollectTally(reader);
   const StoreStats st = store->Stats();
   INFO("reader: " << t.ToString() << "; hits_disk_direct " << st.hits_disk_direct
                   << ", disk_corrupt_records " << st.disk_corrupt_records);

@@ -89,7 +89,7 @@ Status Store::Impl::AppendPlan(std::vector<ItemId> ids) {
 uint64_t Store::Impl::ResumePosition() const { return resume_position_; }
 
 uint64_t Store::Impl::Frontier() const {
-  if (!ctl_ || total_positions_.load(std::memory_order_relaxed) == 0) return kNoPosition;
+  if (!ctl_ || TotalPositions() == 0) return kNoPosition;
   return ctl_->header()->frontier.load(std::memory_order_acquire);
 }
 

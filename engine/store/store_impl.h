@@ -224,8 +224,15 @@ class Store::Impl : private ResidencyTiers {
   Status PutDurably(ItemId id, const struct iovec* parts, int num_parts);
   // Whether `from` lies in an epoch before `position`'s: its read is over.
   bool InEarlierEpoch(uint64_t from, uint64_t position) const;
+  // The plan's length, from the owner's gauge where there is a control
+  // block: a reader attached before the plan (or a new one: SetPlan) then
+  // reads its positions as planned ones, not as unplanned for ever.
+  uint64_t TotalPositions() const {
+    return ctl_ ? ctl_->gauges().total_positions.load(std::memory_order_relaxed)
+                : total_positions_.load(std::memory_order_relaxed);
+  }
   bool PlanPosition(uint64_t position) const {
-    return position != kNoPosition && position < total_positions_.load(std::memory_order_relaxed);
+    return position != kNoPosition && position < TotalPositions();
   }
 
   // ---- the owner's admin calls (store.cc)
