@@ -2,7 +2,10 @@
 
 Tags (kept in the value header written by the C++ side, value.h):
   1  a torch.Tensor: dtype and shape in the header, the bytes as payload
-     (encoded and decoded in C++).
+     (encoded and decoded in C++). Not a subclass of it (a torchvision
+     tv_tensor, a tensor with attributes): tag 4 keeps its class and
+     attributes, in a structure too (a subclass pickle cannot name, defined
+     inside a function, is kept as a plain tensor, with a warning).
   2  a numpy array: the same, rebuilt as an array.
   3  a structure (tuple, list, dict, and their subclasses: namedtuple,
      OrderedDict, defaultdict...) holding tensors, arrays and plain Python
@@ -80,10 +83,11 @@ def _supported_array(a):
 
 
 def _structurable(value, depth=0):
-    """True if value is a structure made only of tensors, arrays and plain values."""
+    """True if value is a structure made only of tensors (no subclass: a
+    leaf keeps no class), arrays and plain values."""
     if depth > 32:
         return False
-    if isinstance(value, torch.Tensor):
+    if type(value) is torch.Tensor:
         return value.dtype in TORCH_DTYPE_NAMES
     if isinstance(value, np.ndarray):
         return _supported_array(value)
@@ -130,7 +134,7 @@ def encode_parts(value, warn_once=None):
 
         def flatten(v):
             nonlocal size
-            if isinstance(v, torch.Tensor):
+            if type(v) is torch.Tensor:
                 t = v.detach().cpu().resolve_conj().resolve_neg().contiguous()
                 data = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else np.empty(0, np.uint8)
                 leaf = _Leaf("t", TORCH_DTYPE_NAMES[t.dtype], tuple(t.shape), size, data.nbytes)
@@ -173,7 +177,15 @@ def encode_parts(value, warn_once=None):
     elif not _warned_pickle:
         _warned_pickle = True
         warnings.warn(message, RuntimeWarning, stacklevel=4)
-    data = np.frombuffer(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), np.uint8)
+    try:
+        pickled = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        plain = _plain_tensors(value)
+        if plain is value:
+            raise
+        _warn_plain_types(value, "tensor subclass", "torch.Tensor")
+        return encode_parts(plain, warn_once)
+    data = np.frombuffer(pickled, np.uint8)
     return _core.encode_header("bytes", [data.nbytes], TAG_PICKLE, b""), [(0, data)], data.nbytes
 
 
@@ -237,13 +249,38 @@ def _plain_containers(skeleton):
     return skeleton
 
 
-def _warn_plain_types(value):
+def _plain_tensors(value, depth=0):
+    """value with each tensor subclass in it (through tuples, lists and
+    dicts) as a plain tensor; value itself when it holds none."""
+    if isinstance(value, torch.Tensor):
+        return value if type(value) is torch.Tensor else value.as_subclass(torch.Tensor)
+    if depth > 32 or not isinstance(value, (tuple, list, dict)):
+        return value
+    items = value.values() if isinstance(value, dict) else value
+    if all(_plain_tensors(v, depth + 1) is v for v in items):
+        return value
+    try:
+        return map_container(value, lambda v: _plain_tensors(v, depth + 1))
+    except (TypeError, ValueError):  # a container that cannot be rebuilt: pickle says why
+        return value
+
+
+def _nameable(cls):
+    """True if pickle can name class cls (not one defined inside a function)."""
+    try:
+        pickle.dumps(cls, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return False
+    return True
+
+
+def _warn_plain_types(value, what="container class", plain="tuple/list/dict"):
     name = type(value).__name__
-    if name not in _warned_types:
-        _warned_types.add(name)
+    if (name, what) not in _warned_types:
+        _warned_types.add((name, what))
         warnings.warn(
-            f"opt4store: a {name} value holds a container class that pickle cannot name "
-            "(defined inside a function?); the store keeps its plain tuple/list/dict type. "
+            f"opt4store: a {name} value holds a {what} that pickle cannot name "
+            f"(defined inside a function?); the store keeps its plain {plain} type. "
             "Define the class at module level to keep it.", RuntimeWarning, stacklevel=5)
 
 
@@ -320,11 +357,19 @@ def same_value(stored, loaded):
     """True if ``stored`` (a value read back from the store) holds what
     ``loaded`` (the source's value) does: the same dtype, shape and elements
     (torch.equal) for every tensor and array leaf, == for the other leaves
-    (NaN equal to NaN), element by element through tuples, lists and dicts.
+    (NaN equal to NaN), element by element through tuples, lists and dicts;
+    a tensor subclass's class and attributes too (the store keeps them).
     Container types are not compared: the store may give a structure back
     as its plain base type. For CachedDataset's spot check."""
     if isinstance(loaded, torch.Tensor) or isinstance(stored, torch.Tensor):
         if not (isinstance(loaded, torch.Tensor) and isinstance(stored, torch.Tensor)):
+            return False
+        if type(stored) is not type(loaded):
+            # A subclass that pickle cannot name is stored as a plain tensor.
+            if type(stored) is not torch.Tensor or _nameable(type(loaded)):
+                return False
+        elif type(loaded) is not torch.Tensor and \
+                not same_value(getattr(stored, "__dict__", {}), getattr(loaded, "__dict__", {})):
             return False
         a, b = stored.detach().cpu(), loaded.detach().cpu().resolve_conj().resolve_neg()
         if a.dtype != b.dtype or a.shape != b.shape:

@@ -459,7 +459,8 @@ class Store:
         index = check_index("index", index, self._items(core))
         if self._peer_reader is not None:
             index = int(self._peer_reader.store_ids((position,), (index,))[0])
-        if isinstance(value, torch.Tensor) and value.dtype in _values.TORCH_DTYPE_NAMES:
+        # A tensor subclass (its class and attributes) goes through pickle.
+        if type(value) is torch.Tensor and value.dtype in _values.TORCH_DTYPE_NAMES:
             core.put_tensor(position, index, value)
             return
         try:
