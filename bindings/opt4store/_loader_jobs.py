@@ -19,14 +19,16 @@ worker at once, as torch's DataLoader over a CachedDataset stores every
 miss. A job with no slot is drop_last's tail: its misses are loaded and
 stored, nothing is written or sent back.
 
-On the general path (a custom collate_fn, samples of varying shapes),
-torch's DataLoader gets the epoch's batches as PlannedIndex lists instead.
+On the general path (a custom collate_fn, samples of varying shapes,
+batch_size=None), torch's DataLoader gets the epoch's batches as PlannedIndex
+lists instead (torch_loader), or its items one by one without
+auto-collation.
 """
 
 import numpy as np
 import torch.utils.data
 
-from .sampler import PlannedIndex
+from .sampler import PlannedIndex, PlannedSampler
 
 
 class Filler(torch.utils.data.Dataset):
@@ -165,19 +167,61 @@ def read_again(plan):
     return [flat[bounds[k]:bounds[k + 1]] for k in range(len(plan))]
 
 
+def epoch_plan(loader):
+    """opt4store.DataLoader `loader`'s next epoch: its batches as (positions,
+    indices) arrays (an item each without auto-collation, batch_size=None),
+    the number of indices the epoch hands out (with drop_last, more than
+    the batches hold), and drop_last's tail as (positions, indices), or None."""
+    ds, sampler, batch_sampler = loader.dataset, loader.sampler, loader.batch_sampler
+    if isinstance(sampler, PlannedSampler) and \
+            (batch_sampler is None or type(batch_sampler) is torch.utils.data.BatchSampler):
+        positions, indices = sampler.take_epoch()
+        size = loader.batch_size or 1
+        count = len(indices) // size if loader.drop_last else -(-len(indices) // size)
+        tail = (positions[count * size:], indices[count * size:])
+        return [(positions[k * size:(k + 1) * size], indices[k * size:(k + 1) * size])
+                for k in range(count)], len(indices), tail if len(tail[1]) else None
+    out = []
+    for batch in batch_sampler if batch_sampler is not None else ([i] for i in sampler):
+        out.append((np.array([ds.position_of(i) for i in batch], dtype=np.uint64),
+                    np.array([int(i) for i in batch], dtype=np.int64)))
+    return out, sum(len(b[1]) for b in out), None
+
+
+def torch_loader(loader, plan):
+    """torch's DataLoader over opt4store.DataLoader `loader`'s CachedDataset,
+    reading `plan`: the general path. Without auto-collation (batch_size=None),
+    as torch's: an item a step, given to collate_fn as it is (by default
+    default_convert: no leading dimension)."""
+    kwargs = dict(num_workers=loader.num_workers, collate_fn=loader.collate_fn,
+                  pin_memory=loader.pin_memory, timeout=loader.timeout,
+                  worker_init_fn=loader.worker_init_fn,
+                  multiprocessing_context=loader.multiprocessing_context,
+                  generator=loader.generator, persistent_workers=loader.persistent_workers)
+    if loader.prefetch_factor is not None:
+        kwargs["prefetch_factor"] = loader.prefetch_factor
+    if loader.batch_size is None and loader.batch_sampler is None:
+        return torch.utils.data.DataLoader(loader.dataset, sampler=PlannedBatches(plan, True),
+                                           batch_size=None, **kwargs)
+    return torch.utils.data.DataLoader(loader.dataset, batch_sampler=PlannedBatches(plan),
+                                       **kwargs)
+
+
 class PlannedBatches:
     """An epoch's batches as lists of PlannedIndex: the batch sampler of
-    torch's DataLoader when opt4store.DataLoader takes the general path."""
+    torch's DataLoader when opt4store.DataLoader takes the general path;
+    with `items`, the PlannedIndex of each one-item batch: its sampler."""
 
-    def __init__(self, plan):
-        self.plan = plan
+    def __init__(self, plan, items=False):
+        self.plan, self.items = plan, items
 
     def __len__(self):
         return len(self.plan)
 
     def __iter__(self):
         for positions, indices in self.plan:
-            yield [planned_index(p, i) for p, i in zip(positions.tolist(), indices.tolist())]
+            batch = [planned_index(p, i) for p, i in zip(positions.tolist(), indices.tolist())]
+            yield batch[0] if self.items else batch
 
 
 def planned_index(position, index):

@@ -76,6 +76,10 @@ failed, after the batches before it. Leaving the loop early (break, an
 exception) stops the background thread and waits for it, which takes at
 most the time to load the batch it is on.
 
+Resume: an opt4store.DataLoader's batch counts for its state_dict() once
+handed to the caller, not when staged (OwnBatches.handed): a checkpoint
+taken in the loop's body resumes at the next batch the loop has not seen.
+
 On the CPU, to_device returns the loader itself. Batches keep their
 containers (tuple, list, dict, namedtuple); other values pass as they are.
 """
@@ -314,12 +318,14 @@ class _Filler:
                 return left + self._held
 
 
-def _paced(iterator, stage, depth, pace):
+def _paced(iterator, stage, depth, pace, hand=None):
     """Yields stage(batch) for each batch of iterator: one staged ahead in
     the caller's thread, or, while pace chooses a thread (never with
     depth=0), up to depth ahead on a background thread. What the iterator
     or stage raises is raised in place of its batch, after the batches
-    before it; closing this generator stops the thread."""
+    before it; closing this generator stops the thread. hand(), when
+    given, is called just before each batch is yielded: the iterator's
+    batches staged ahead have not reached the caller yet."""
 
     def staged_here():
         c0 = time.thread_time()
@@ -367,6 +373,8 @@ def _paced(iterator, stage, depth, pace):
                                  "here" if staged == 1 and not came_from_thread else None,
                                  now - handed)
             handed = now
+            if hand is not None:
+                hand()
             yield batch
             pace.steps.append(time.perf_counter() - now)
     finally:
@@ -419,10 +427,11 @@ class _PinnedRing:
 class OwnBatches:
     """A loader's own batches, as the iterable of a DeviceLoader that the
     loader keeps for every epoch (opt4store.DataLoader with ``device=``):
-    ``batches`` is the loader's method that starts an epoch's. It holds the
-    loader weakly: the pair then makes no reference cycle, and dropping the
-    loader frees it at once (its persistent workers are joined then, not at
-    the next garbage collection)."""
+    ``batches`` is the loader's method that starts an epoch's (given a
+    deque, it queues there the call that counts each batch: handed()). It
+    holds the loader weakly: the pair then makes no reference cycle, and
+    dropping the loader frees it at once (its persistent workers are joined
+    then, not at the next garbage collection)."""
 
     def __init__(self, batches):
         self._batches = weakref.WeakMethod(batches)
@@ -432,6 +441,27 @@ class OwnBatches:
 
     def __iter__(self):
         return self._batches()()
+
+    def handed(self):
+        """(an epoch's batches, hand): a consumer that loads batches ahead
+        of its caller calls hand() as each one reaches the caller; the
+        loader counts a batch as yielded (state_dict) only then."""
+        to_hand = collections.deque()  # per batch the loader made: the call that counts it
+
+        def hand():
+            if to_hand:
+                to_hand.popleft()()
+        return self._batches()(to_hand), hand
+
+
+def _handed(loader):
+    """(an iterator over loader's batches, its hand() or None): for an
+    OwnBatches, or an opt4store.DataLoader (its _own_batches), the batches
+    that count as yielded only once handed (OwnBatches.handed)."""
+    own = loader if isinstance(loader, OwnBatches) else getattr(loader, "_own_batches", None)
+    if isinstance(own, OwnBatches):
+        return own.handed()
+    return iter(loader), None
 
 
 class DeviceLoader:
@@ -479,7 +509,8 @@ class DeviceLoader:
         ring, self._ring = self._ring, None
         if ring is None or ring.device != device:
             ring = _PinnedRing(device, max(self.depth, 1) + 1, self.non_blocking)
-        batches = _paced(iter(self.loader), ring.stage, self.depth, self._pace)
+        iterator, hand = _handed(self.loader)
+        batches = _paced(iterator, ring.stage, self.depth, self._pace, hand)
         try:
             for moved, event in batches:
                 current = torch.cuda.current_stream(device)

@@ -39,7 +39,9 @@ sample. A batch that does not fit (a sample of another shape) is assembled
 the general way: values decoded in Python and collated. A custom
 ``collate_fn`` (or ``batch_size=None``) always takes the general path,
 which is torch's DataLoader over the CachedDataset (its ``__getitems__``
-reads a batch with one call into the store): correct, and slower.
+reads a batch with one call into the store; batch_size=None, as torch's,
+gives each item alone, default_convert'ed: no auto-collation): correct,
+and slower.
 
 Assumptions, named: the loader's sampler is the CachedDataset's
 PlannedSampler (its plan drives the store), or a sampler whose reads are
@@ -47,6 +49,7 @@ then unplanned; a batch's memory is written again only once no tensor or
 view of it is left, so keeping a batch is safe (it costs a new buffer).
 """
 
+import functools
 import time
 
 import numpy as np
@@ -56,7 +59,7 @@ import torch.utils.data
 from . import _batch_layout
 from ._checks import MAX_UINT64, check_bool, check_callable, check_int, check_number, check_str
 from ._errors import InvalidArgumentError, InvalidTypeError
-from ._loader_jobs import Filler, JobList, PlannedBatches, load_rows
+from ._loader_jobs import Filler, JobList, epoch_plan, load_rows, torch_loader
 from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
 from .device import OwnBatches, check_device, to_device
@@ -101,7 +104,9 @@ class DataLoader:
 
     ``state_dict()`` / ``load_state_dict()`` (torchdata's StatefulDataLoader
     convention) resume at exactly the first batch not yet yielded, with any
-    number of workers; ``set_epoch(e)`` is passed to the sampler.
+    number of workers (with ``device=`` or to_device(loader): not yet handed
+    to the loop, whatever was copied ahead); ``set_epoch(e)`` is passed to
+    the sampler.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
@@ -144,6 +149,9 @@ class DataLoader:
             raise InvalidArgumentError(
                 "batch_sampler is mutually exclusive with batch_size, shuffle, sampler and "
                 "drop_last")
+        if batch_size is None and drop_last:
+            raise InvalidArgumentError("batch_size=None (no auto-collation) is mutually "
+                                       "exclusive with drop_last")
         if sampler is not None and shuffle:
             raise InvalidArgumentError("sampler is mutually exclusive with shuffle")
         if sampler is None and batch_sampler is None:
@@ -175,15 +183,18 @@ class DataLoader:
         self.persistent_workers = persistent_workers
         self.pin_memory_device = pin_memory_device
         self.device = None if device is None else check_device("device", device)
-        # One DeviceLoader for every epoch: its pinned slots are kept.
-        self._on_device = None if device is None else \
-            to_device(OwnBatches(self._batches), self.device)
+        # One DeviceLoader for every epoch: its pinned slots are kept. (A
+        # DeviceLoader, this one or to_device(loader)'s, iterates
+        # _own_batches, so that a batch counts once handed to the loop.)
+        self._own_batches = OwnBatches(self._batches)
+        self._on_device = None if device is None else to_device(self._own_batches, self.device)
         self._layout = None
         self._filler = None       # the workers' DataLoader, kept with persistent_workers
         self._slots = None        # per job in flight: shared tensors, one per leaf
         self._job_list = None
         self._counted = 0         # indices of the epoch in progress handed out
         self._yielded = 0         # its batches yielded
+        self._to_hand = None      # its batches' counts, queued for a DeviceLoader to make
         self._tail = None         # drop_last's tail not yet loaded or passed
         self._every = {}          # batch size -> np.arange(batch size)
 
@@ -222,44 +233,14 @@ class DataLoader:
         return self.collate_fn is not None or self.batch_size is None and \
             self.batch_sampler is None
 
-    def _torch_loader(self, batch_sampler):
-        """torch's DataLoader over the CachedDataset: the general path."""
-        kwargs = dict(num_workers=self.num_workers, collate_fn=self.collate_fn,
-                      pin_memory=self.pin_memory, timeout=self.timeout,
-                      worker_init_fn=self.worker_init_fn,
-                      multiprocessing_context=self.multiprocessing_context,
-                      generator=self.generator, persistent_workers=self.persistent_workers)
-        if self.prefetch_factor is not None:
-            kwargs["prefetch_factor"] = self.prefetch_factor
-        if batch_sampler is None:
-            return torch.utils.data.DataLoader(self.dataset, sampler=self.sampler,
-                                               batch_size=None, **kwargs)
-        return torch.utils.data.DataLoader(self.dataset, batch_sampler=batch_sampler, **kwargs)
-
-    def _epoch_batches(self):
-        """The epoch's batches as (positions, indices) arrays, the number of
-        indices the epoch hands out (with drop_last, more than the batches
-        hold), and drop_last's tail as (positions, indices), or None."""
-        ds = self.dataset
-        if isinstance(self.sampler, PlannedSampler) and \
-                type(self.batch_sampler) is torch.utils.data.BatchSampler:
-            positions, indices = self.sampler.take_epoch()
-            size = self.batch_size
-            count = len(indices) // size if self.drop_last else -(-len(indices) // size)
-            tail = (positions[count * size:], indices[count * size:])
-            return [(positions[k * size:(k + 1) * size], indices[k * size:(k + 1) * size])
-                    for k in range(count)], len(indices), tail if len(tail[1]) else None
-        out = []
-        for batch in self.batch_sampler if self.batch_sampler is not None else \
-                ([i] for i in self.sampler):
-            out.append((np.array([ds.position_of(i) for i in batch], dtype=np.uint64),
-                        np.array([int(i) for i in batch], dtype=np.int64)))
-        return out, sum(len(b[1]) for b in out), None
-
-    def _batches(self):
-        plan, total, self._tail = self._epoch_batches()
+    def _batches(self, to_hand=None):
+        """An epoch's batches. to_hand: a deque that receives, per batch, the
+        call that counts it as yielded, for a DeviceLoader that loads ahead
+        to make when the loop gets the batch (OwnBatches.handed)."""
+        plan, total, self._tail = epoch_plan(self)
         self._counted = 0
         self._yielded = 0
+        self._to_hand = to_hand
         try:
             yield from self._epoch(plan, total)
         finally:
@@ -308,8 +289,7 @@ class DataLoader:
     def _epoch(self, plan, total):
         if self._general():
             self._pass_tail()  # torch's DataLoader reads whole batches only
-            batches = PlannedBatches(plan)
-            for number, batch in enumerate(self._torch_loader(batches)):
+            for number, batch in enumerate(torch_loader(self, plan)):
                 self._count_yielded(plan[number], number + 1 == len(plan), total)
                 yield batch
             return
@@ -370,11 +350,15 @@ class DataLoader:
     def _count_yielded(self, batch, last, total):
         """Tells the PlannedSampler how far the loop got: after the epoch's
         last batch, the whole epoch (drop_last's tail included), so that a
-        state_dict taken then resumes at the next epoch."""
+        state_dict taken then resumes at the next epoch. With to_hand, the
+        count waits there until the batch reaches the loop (no batch: now)."""
         self._counted = total if last else self._counted + len(batch[1])
         self._yielded += batch is not None
         if isinstance(self.sampler, PlannedSampler):
-            self.sampler.note_yielded(self._counted)
+            if self._to_hand is None or batch is None:
+                self.sampler.note_yielded(self._counted)
+            else:
+                self._to_hand.append(functools.partial(self.sampler.note_yielded, self._counted))
 
     def _jobs(self, plan):
         """{batch number: [rows]}: the rows the workers (or, without workers,
@@ -585,7 +569,7 @@ class DataLoader:
         a time, transformed and collated here."""
         ds = self.dataset
         if self.num_workers > 0:
-            for number, batch in enumerate(self._torch_loader(PlannedBatches(plan))):
+            for number, batch in enumerate(torch_loader(self, plan)):
                 self._count_yielded(plan[number], number + 1 == len(plan), total)
                 yield batch
             return
