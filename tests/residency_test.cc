@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "residency_fake_tiers.h"
 #include "store_test_util.h"
 #include "tests/reference/reference_belady.h"
 #include "tiers/disk_index.h"
@@ -23,58 +24,9 @@
 namespace opt4store {
 namespace {
 
+using opt4store_test::FakeTiers;
 using opt4store_test::PlanIds;
 using opt4store_test::ShufflePlan;
-
-class FakeTiers : public ResidencyTiers {
- public:
-  // all_on_disk: the disk tier holds every id (an earlier run's), as at a restart.
-  explicit FakeTiers(uint64_t num_ids, bool all_on_disk = false)
-      : on_disk(num_ids, all_on_disk), next_use(num_ids, 0) {}
-
-  bool InRam(ItemId id) const override { return ram.count(id) != 0; }
-  bool OnDisk(ItemId id) const override { return on_disk[id]; }
-  bool Consumed(uint64_t position, ItemId* id) const override {
-    auto it = consumed.find(position);
-    if (it == consumed.end()) return false;
-    *id = it->second;
-    return true;
-  }
-  void RamUsage(uint64_t* items, uint64_t* bytes) const override {
-    *items = ram.size();
-    *bytes = ram.size() * item_bytes;
-  }
-  bool BeingRead(uint64_t position) const override {
-    return being_read.count(position) != 0;
-  }
-  void Evict(ItemId id) override {
-    REQUIRE(ram.erase(id) == 1);
-    ++evictions;
-  }
-  void ExpectPut(ItemId id, uint64_t position) override { expected[id] = position; }
-  void SetNextUse(ItemId id, uint64_t position) override { next_use[id] = position; }
-  void Skipped(uint64_t position, ItemId planned) override {
-    skipped.push_back({position, planned});
-  }
-  void Drifted(uint64_t position, ItemId planned, ItemId got) override {
-    drifted.push_back({position, planned, got});
-  }
-
-  struct Drift {
-    uint64_t position;
-    ItemId planned, got;
-  };
-  std::set<ItemId> ram;
-  std::vector<bool> on_disk;
-  std::vector<uint64_t> next_use;
-  std::map<uint64_t, ItemId> consumed;
-  std::set<uint64_t> being_read;  // positions
-  std::map<ItemId, uint64_t> expected;
-  std::vector<Drift> drifted;
-  std::vector<std::pair<uint64_t, ItemId>> skipped;
-  uint64_t item_bytes = 100;
-  uint64_t evictions = 0;
-};
 
 // The ids a plan reads, position by position.
 std::vector<ItemId> IdsOf(const PlanSpec& plan) {
@@ -594,6 +546,26 @@ TEST_CASE("Residency: sizes count in the RAM tier's whole units", "[residency]")
     if (r.Wanted(kNoPosition, id, 100)) tiers.ram.insert(id);
   }
   CHECK(tiers.ram == std::set<ItemId>{0, 1, 2, 3});
+}
+
+TEST_CASE("Residency: a first read expects its reader's Put only of an item the disk lacks",
+          "[residency]") {
+  // RAM for every id, so the policy admits each at its first read. The
+  // disk tier holds ids 0-9 (an earlier run's): their readers read them
+  // there and Put nothing, so no later reader may wait for such a Put.
+  const PlanSpec plan = ShufflePlan(20, 2, 6);
+  FakeTiers tiers(20);
+  for (ItemId id = 0; id < 10; ++id) tiers.on_disk[id] = true;
+  ResidencyOptions o = SmallRing(20, 20, 64);
+  o.disk = true;
+  Residency r(o, &tiers);
+  REQUIRE(r.SetPlan(plan, 0).ok());
+  r.PlanAhead(40, 0, 0);
+  REQUIRE(r.planned() == 40);
+  for (ItemId id = 0; id < 20; ++id) {
+    INFO("id " << id);
+    CHECK(tiers.expected.count(id) == (id < 10 ? 0u : 1u));
+  }
 }
 
 }  // namespace

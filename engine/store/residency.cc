@@ -211,11 +211,15 @@ void Residency::PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_
     if (hit) {
       slot.flags |= kHit;
       ++policy_hits_;
-    } else if (!tiers_->InRam(a.id) &&
-               (policy_->Contains(a.id) || (options_.disk && !tiers_->OnDisk(a.id)))) {
+    } else if (!tiers_->InRam(a.id) && !(options_.disk && tiers_->OnDisk(a.id)) &&
+               (policy_->Contains(a.id) || options_.disk)) {
       // Its reader loads it and Puts it: to RAM when admitted here, else to
       // the disk tier only. Later readers may wait for that Put (a reader
       // of the next epoch may come before the owner has taken or written it).
+      // Not for an item on disk: its reader reads it there and Puts nothing,
+      // and the expectation would outlive the read (readers of a later
+      // position would wait for nothing once the tier let it go). If the
+      // tier lets it go before that read, ExpectNextLoad expects it then.
       tiers_->ExpectPut(a.id, a.pos);
     }
     RankOnDisk(a.id, 0);

@@ -1,0 +1,74 @@
+// A fake set of tiers for Residency on its own (residency.h): plain
+// containers play the RAM tier, the disk tier's presence bits and next-use
+// ranks, and the readers' consumed and in-progress marks, and record what
+// the residency asks of them.
+#ifndef OPT4STORE_TESTS_RESIDENCY_FAKE_TIERS_H_
+#define OPT4STORE_TESTS_RESIDENCY_FAKE_TIERS_H_
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "engine/store/residency.h"
+
+namespace opt4store_test {
+
+using opt4store::ItemId;
+using opt4store::ResidencyTiers;
+
+class FakeTiers : public ResidencyTiers {
+ public:
+  // all_on_disk: the disk tier holds every id (an earlier run's), as at a restart.
+  explicit FakeTiers(uint64_t num_ids, bool all_on_disk = false)
+      : on_disk(num_ids, all_on_disk), next_use(num_ids, 0) {}
+
+  bool InRam(ItemId id) const override { return ram.count(id) != 0; }
+  bool OnDisk(ItemId id) const override { return on_disk[id]; }
+  bool Consumed(uint64_t position, ItemId* id) const override {
+    auto it = consumed.find(position);
+    if (it == consumed.end()) return false;
+    *id = it->second;
+    return true;
+  }
+  void RamUsage(uint64_t* items, uint64_t* bytes) const override {
+    *items = ram.size();
+    *bytes = ram.size() * item_bytes;
+  }
+  bool BeingRead(uint64_t position) const override {
+    return being_read.count(position) != 0;
+  }
+  void Evict(ItemId id) override {
+    REQUIRE(ram.erase(id) == 1);
+    ++evictions;
+  }
+  void ExpectPut(ItemId id, uint64_t position) override { expected[id] = position; }
+  void SetNextUse(ItemId id, uint64_t position) override { next_use[id] = position; }
+  void Skipped(uint64_t position, ItemId planned) override {
+    skipped.push_back({position, planned});
+  }
+  void Drifted(uint64_t position, ItemId planned, ItemId got) override {
+    drifted.push_back({position, planned, got});
+  }
+
+  struct Drift {
+    uint64_t position;
+    ItemId planned, got;
+  };
+  std::set<ItemId> ram;
+  std::vector<bool> on_disk;
+  std::vector<uint64_t> next_use;
+  std::map<uint64_t, ItemId> consumed;
+  std::set<uint64_t> being_read;  // positions
+  std::map<ItemId, uint64_t> expected;
+  std::vector<Drift> drifted;
+  std::vector<std::pair<uint64_t, ItemId>> skipped;
+  uint64_t item_bytes = 100;
+  uint64_t evictions = 0;
+};
+
+}  // namespace opt4store_test
+
+#endif  // OPT4STORE_TESTS_RESIDENCY_FAKE_TIERS_H_
