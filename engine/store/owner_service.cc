@@ -319,7 +319,10 @@ Status Store::Impl::WriteThrough(ItemId id, std::string_view meta, std::string_v
   if (s.ok() && !stored) return s;  // read later than all the tier holds: left out
   if (s.ok()) {
     PublishPlace(id);  // first: a reader that sees the bit finds the place
-    ctl_->SetOnDisk(id, true);
+    // Under mu_, and only if the tier still holds it: another thread's Put
+    // may have evicted it since, and cleared the bit under mu_ before this.
+    MutexLock lock(&mu_);
+    if (disk_->Contains(id)) ctl_->SetOnDisk(id, true);
     return s;
   }
   disk_put_errors_.fetch_add(1, std::memory_order_relaxed);
