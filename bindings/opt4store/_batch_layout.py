@@ -200,6 +200,15 @@ def shared_slots(layout, rows, count):
     return slots
 
 
+def drop_kept():
+    """Lets go of the slots and layouts kept for the next loader, at a
+    store's close (its loaders are done): their memory, the slots' in
+    /dev/shm (num_workers x prefetch_factor + 4 batches), goes once no loader
+    holds it, instead of staying until the process ends."""
+    _slot_cache.clear()
+    _layout_cache.clear()
+
+
 def slots_for(layout, rows):
     """The kept SharedSlots for this layout and batch size, or None. A batch
     with no job may borrow one of its free slots: a later loader over the

@@ -8,7 +8,7 @@ import weakref
 import numpy as np
 import torch
 
-from . import _core, _values
+from . import _batch_layout, _core, _values
 from ._checks import (MAX_UINT64, check_bool, check_dir_path, check_index, check_int,
                       check_number, check_position, check_str, int_array)
 from .cluster import ClusterSharing
@@ -542,6 +542,7 @@ class Store:
             except Error:  # close() says what failed (a full disk, say); stats() gives zeros
                 self._stats_at_close = None
             self._core.close()
+            _batch_layout.drop_kept()
         if self._cluster is not None:
             self._cluster.remove_state()
 

@@ -5,6 +5,7 @@ references to what it lent, not by reference counts (CPython 3.14 counts
 fewer references than 3.13 did for the same objects)."""
 
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -80,3 +81,26 @@ def test_batches_kept_as_single_views_keep_their_values(tmp_path, num_workers, c
         assert torch.equal(view, expected), labels
     assert np.unique([tuple(labels) for _, labels in kept], axis=0).shape[0] == len(kept)
     store.close()
+
+
+def test_a_closed_store_keeps_no_batch_slots(tmp_path):
+    """The workers' shared slots are kept for the next loader over the same
+    data (a loader per epoch), but not past the store's close: a later
+    loader (evaluation, say) would find /dev/shm that much smaller."""
+    store = opt4store.Store(tmp_path / "s", ram_items=N)
+    sampler = opt4store.PlannedSampler(
+        torch.utils.data.RandomSampler(range(N), generator=torch.Generator().manual_seed(5)),
+        epochs=2)
+    ds = opt4store.CachedDataset(Source(), store, sampler)
+    loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=8, num_workers=2,
+                                  multiprocessing_context="fork")
+    assert len(list(loader)) == N // 8
+    slots = _batch_layout.slots_for(loader._layout, 8)
+    assert slots is not None  # kept for the next loader
+    slots = weakref.ref(slots)
+    del loader
+    gc.collect()
+    assert slots() is not None  # still kept while the store is open
+    store.close()
+    gc.collect()
+    assert slots() is None
