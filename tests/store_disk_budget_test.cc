@@ -15,7 +15,10 @@
 namespace opt4store {
 namespace {
 
+using opt4store_test::BypassOptions;
 using opt4store_test::IsSample;
+using opt4store_test::kBypassIds;
+using opt4store_test::kBypassValueBytes;
 using opt4store_test::OpenStore;
 using opt4store_test::SampleMeta;
 using opt4store_test::SamplePayload;
@@ -23,24 +26,13 @@ using opt4store_test::ScratchStore;
 using opt4store_test::ValueShape;
 
 TEST_CASE("Store: the close keeps on disk what only RAM held, for a restart", "[store][persist]") {
-  // RAM for one item; a disk budget of 1 MiB holds two of these 300 KiB
-  // items. Item 3 is read at 3 and 4: RAM keeps it for 4, and the disk
-  // tier leaves it out (nothing it holds is read later than never-from-
-  // disk). Closed after position 3, the store must find it at 4 on disk.
+  // BypassOptions: item 3, read at 3 and 4, is kept by RAM for 4 and left
+  // out by the disk tier. Closed after position 3, the store must find it
+  // at 4 on disk.
   ScratchStore scratch;
-  const ValueShape big{300 * 1024, 0};
-  const std::vector<ItemId> ids{0, 1, 2, 3, 3, 0, 2, 1, 1};
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.dataset_size = 4;
-  o.ram_items = 1;
-  o.disk = 1024 * 1024;
-  o.compression = StoreOptions::Compression::kNone;
-  PlanSpec plan;
-  plan.kind = SamplerKind::kExplicit;
-  plan.dataset_size = 4;
-  plan.ids = std::make_shared<const std::vector<ItemId>>(ids);
-  o.plan = plan;
+  const ValueShape big{kBypassValueBytes, 0};
+  const std::vector<ItemId>& ids = kBypassIds;
+  const StoreOptions o = BypassOptions(scratch.prefix());
   {
     auto store = OpenStore(o, scratch.path());
     StringSink sink;

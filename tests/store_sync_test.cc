@@ -285,22 +285,11 @@ TEST_CASE("sync=every: a worker's Put after the owner closed or stopped answerin
 TEST_CASE("sync=every: a worker's Put that the disk tier leaves out returns OK",
           "[store][multiprocess]") {
   ScratchStore scratch;
-  // As in store_disk_budget_test: RAM for one item, disk for two of these;
-  // item 3 (read at 3 and 4) is left out by the disk tier.
-  const ValueShape big{300 * 1024, 0};
-  const std::vector<ItemId> ids{0, 1, 2, 3, 3, 0, 2, 1, 1};
-  StoreOptions o;
-  o.shm_prefix = scratch.prefix();
-  o.dataset_size = 4;
-  o.ram_items = 1;
-  o.disk = 1024 * 1024;
-  o.compression = StoreOptions::Compression::kNone;
+  // BypassOptions: item 3 (read at 3 and 4) is left out by the disk tier.
+  const ValueShape big{opt4store_test::kBypassValueBytes, 0};
+  const std::vector<ItemId>& ids = opt4store_test::kBypassIds;
+  StoreOptions o = opt4store_test::BypassOptions(scratch.prefix());
   o.sync = SyncMode::kEveryPut;
-  PlanSpec plan;
-  plan.kind = SamplerKind::kExplicit;
-  plan.dataset_size = 4;
-  plan.ids = std::make_shared<const std::vector<ItemId>>(ids);
-  o.plan = plan;
   int results[2];
   REQUIRE(pipe(results) == 0);
   LateWorker late;

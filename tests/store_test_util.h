@@ -93,6 +93,28 @@ inline opt4store::PlanSpec ShufflePlan(uint64_t n, uint64_t epochs, uint64_t see
   return p;
 }
 
+// A store whose disk tier leaves an item out (Belady's bypass): RAM for one
+// item, a disk budget of 1 MiB for two values of kBypassValue (300 KiB,
+// uncompressed), and the plan kBypassIds. Item 3, read at 3 and 4, is kept
+// by RAM for 4 and left out by the disk tier (nothing it holds is read
+// later than never-from-disk); item 1 is evicted for item 2.
+inline const std::vector<ItemId> kBypassIds{0, 1, 2, 3, 3, 0, 2, 1, 1};
+inline constexpr uint64_t kBypassValueBytes = 300 * 1024;
+inline opt4store::StoreOptions BypassOptions(const std::string& shm_prefix) {
+  opt4store::StoreOptions o;
+  o.shm_prefix = shm_prefix;
+  o.dataset_size = 4;
+  o.ram_items = 1;
+  o.disk = 1024 * 1024;
+  o.compression = opt4store::StoreOptions::Compression::kNone;
+  opt4store::PlanSpec plan;
+  plan.kind = opt4store::SamplerKind::kExplicit;
+  plan.dataset_size = 4;
+  plan.ids = std::make_shared<const std::vector<ItemId>>(kBypassIds);
+  o.plan = plan;
+  return o;
+}
+
 // The positions that worker w of `workers` reads when batch b of `batch`
 // positions goes to worker b % workers (a DataLoader's assignment).
 inline std::vector<uint64_t> WorkerPositions(uint64_t total, uint64_t batch, uint64_t workers,
