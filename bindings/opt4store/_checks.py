@@ -9,6 +9,8 @@ float with an integral value (1.0): silently truncating is what these checks
 are for."""
 
 import math
+import multiprocessing
+import multiprocessing.context
 import numbers
 import operator
 import os
@@ -84,6 +86,25 @@ def check_callable(name, value, allow_none=True):
         return None
     if not callable(value):
         raise InvalidTypeError(f"{name}: expected a callable, got {_describe(value)}")
+    return value
+
+
+def check_multiprocessing_context(name, value, num_workers):
+    """A DataLoader's start method, checked as torch's DataLoader checks it
+    (there, only when its first workers start): None, or with num_workers >
+    0, a start method's name or a multiprocessing context."""
+    if value is None:
+        return None
+    if num_workers == 0:
+        raise InvalidArgumentError(f"{name} is for num_workers > 0 (got {_describe(value)})")
+    if isinstance(value, str):
+        methods = multiprocessing.get_all_start_methods()
+        if value not in methods:
+            raise InvalidArgumentError(f"{name}: {value!r} is not a start method here "
+                                       f"(expected one of {methods})")
+    elif not isinstance(value, multiprocessing.context.BaseContext):
+        raise InvalidTypeError(f"{name}: expected a start method's name or a multiprocessing "
+                               f"context, got {_describe(value)}")
     return value
 
 

@@ -31,26 +31,58 @@ import torch.utils.data
 from .sampler import PlannedIndex, PlannedSampler
 
 
+# Filler's own attributes; any other is its CachedDataset's.
+_FILLER_STATE = ("_cached", "_layout", "_slots")
+
+
 class Filler(torch.utils.data.Dataset):
     """What a worker does for a job (the module's docstring). Returns
     (batch number, rows written, {row: value} of values of another layout,
-    rows loaded for the loader to store from the slot)."""
+    rows loaded for the loader to store from the slot).
+
+    It is the workers' dataset, so get_worker_info().dataset: it stands in
+    for the CachedDataset there, as under torch's DataLoader. Its own state
+    has private names; other attributes are the CachedDataset's, read and
+    set through to it (get_worker_info().dataset.dataset is the user's
+    dataset, where a worker_init_fn opens its per-worker handles)."""
 
     def __init__(self, dataset, layout, slots):
-        self.dataset, self.layout, self.slots = dataset, layout, slots
+        object.__setattr__(self, "_cached", dataset)
+        object.__setattr__(self, "_layout", layout)
+        object.__setattr__(self, "_slots", slots)
+
+    def __getattr__(self, name):
+        # Only names not found on the Filler itself. Dunders and its own
+        # names are not passed on: unpickling (spawn workers) looks for
+        # __setstate__ before _cached is set, which would recurse.
+        if name in _FILLER_STATE or name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return getattr(self._cached, name)
+
+    def __setattr__(self, name, value):
+        if name in _FILLER_STATE:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._cached, name, value)
+
+    def __delattr__(self, name):
+        if name in _FILLER_STATE:
+            object.__delattr__(self, name)
+        else:
+            delattr(self._cached, name)
 
     def __len__(self):
-        return 0
+        return len(self._cached)
 
     def __getitem__(self, work):
         number, slot, carried, positions, indices, rows, store_now = work
         positions = np.asarray(positions, dtype=np.uint64)
         indices = np.asarray(indices, dtype=np.int64)
         if slot is None:  # drop_last's tail
-            self.dataset.load_batch(positions, indices)
+            self._cached.load_batch(positions, indices)
             return number, [], {}, []
-        leaves = carried if carried is not None else self.slots[slot]
-        return (number,) + load_rows(self.dataset, self.layout, leaves, positions, indices, rows,
+        leaves = carried if carried is not None else self._slots[slot]
+        return (number,) + load_rows(self._cached, self._layout, leaves, positions, indices, rows,
                                      defer_puts=True, store_now=store_now)
 
 
@@ -205,6 +237,29 @@ def torch_loader(loader, plan):
                                            batch_size=None, **kwargs)
     return torch.utils.data.DataLoader(loader.dataset, batch_sampler=PlannedBatches(plan),
                                        **kwargs)
+
+
+class TorchLoaders:
+    """The general path's torch DataLoader for each epoch (torch_loader).
+    With persistent_workers, one for every epoch, as a torch DataLoader kept
+    for the run: its workers (and worker_init_fn) start once. Its batch
+    sampler (sampler without auto-collation) is a PlannedBatches whose plan
+    is replaced each epoch; torch draws the indices in the main process, so
+    its persistent workers read the new plan."""
+
+    def __init__(self):
+        self.kept = None
+
+    def for_epoch(self, loader, plan):
+        if not loader.persistent_workers:
+            return torch_loader(loader, plan)
+        if self.kept is None:
+            self.kept = torch_loader(loader, plan)
+        else:
+            kept = self.kept
+            planned = kept.batch_sampler if kept.batch_sampler is not None else kept.sampler
+            planned.plan = plan
+        return self.kept
 
 
 class PlannedBatches:

@@ -40,8 +40,8 @@ the general way: values decoded in Python and collated. A custom
 ``collate_fn`` (or ``batch_size=None``) always takes the general path,
 which is torch's DataLoader over the CachedDataset (its ``__getitems__``
 reads a batch with one call into the store; batch_size=None, as torch's,
-gives each item alone, default_convert'ed: no auto-collation): correct,
-and slower.
+gives each item alone, default_convert'ed: no auto-collation; one kept
+for every epoch with persistent_workers=True): correct, and slower.
 
 Assumptions, named: the loader's sampler is the CachedDataset's
 PlannedSampler (its plan drives the store), or a sampler whose reads are
@@ -57,9 +57,10 @@ import torch
 import torch.utils.data
 
 from . import _batch_layout
-from ._checks import MAX_UINT64, check_bool, check_callable, check_int, check_number, check_str
+from ._checks import (MAX_UINT64, check_bool, check_callable, check_int,
+                      check_multiprocessing_context, check_number, check_str)
 from ._errors import InvalidArgumentError, InvalidTypeError
-from ._loader_jobs import Filler, JobList, epoch_plan, load_rows, torch_loader
+from ._loader_jobs import Filler, JobList, TorchLoaders, epoch_plan, load_rows
 from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
 from .device import OwnBatches, check_device, to_device
@@ -131,6 +132,8 @@ class DataLoader:
         check_str("pin_memory_device", pin_memory_device, allow_empty=True)
         check_callable("collate_fn", collate_fn)
         check_callable("worker_init_fn", worker_init_fn)
+        check_multiprocessing_context("multiprocessing_context", multiprocessing_context,
+                                      num_workers)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise InvalidTypeError(f"generator: expected a torch.Generator or None, got "
                                    f"{type(generator).__name__}")
@@ -190,6 +193,7 @@ class DataLoader:
         self._on_device = None if device is None else to_device(self._own_batches, self.device)
         self._layout = None
         self._filler = None       # the workers' DataLoader, kept with persistent_workers
+        self._torch_loaders = TorchLoaders()  # the general path's, likewise
         self._slots = None        # per job in flight: shared tensors, one per leaf
         self._job_list = None
         self._counted = 0         # indices of the epoch in progress handed out
@@ -289,7 +293,7 @@ class DataLoader:
     def _epoch(self, plan, total):
         if self._general():
             self._pass_tail()  # torch's DataLoader reads whole batches only
-            for number, batch in enumerate(torch_loader(self, plan)):
+            for number, batch in enumerate(self._torch_loaders.for_epoch(self, plan)):
                 self._count_yielded(plan[number], number + 1 == len(plan), total)
                 yield batch
             return
@@ -569,7 +573,7 @@ class DataLoader:
         a time, transformed and collated here."""
         ds = self.dataset
         if self.num_workers > 0:
-            for number, batch in enumerate(torch_loader(self, plan)):
+            for number, batch in enumerate(self._torch_loaders.for_epoch(self, plan)):
                 self._count_yielded(plan[number], number + 1 == len(plan), total)
                 yield batch
             return
