@@ -33,6 +33,9 @@ from .sampler import PlannedIndex, PlannedSampler
 
 # Filler's own attributes; any other is its CachedDataset's.
 _FILLER_STATE = ("_cached", "_layout", "_slots")
+# How many ``.sampler`` attributes planned_sampler follows from a batch
+# sampler (a BatchSampler over a wrapper over the PlannedSampler is 2).
+_SAMPLER_DEPTH = 4
 
 
 class Filler(torch.utils.data.Dataset):
@@ -199,25 +202,78 @@ def read_again(plan):
     return [flat[bounds[k]:bounds[k + 1]] for k in range(len(plan))]
 
 
+def planned_sampler(loader):
+    """The PlannedSampler that opt4store.DataLoader `loader` draws from, or
+    None: its sampler, or the first one down the ``.sampler`` attributes of
+    its batch sampler (torch's BatchSampler, its subclasses and most
+    wrappers keep what they draw from there) or of its sampler."""
+    source = loader.sampler if loader.sampler is not None else loader.batch_sampler
+    for _ in range(_SAMPLER_DEPTH):
+        if isinstance(source, PlannedSampler):
+            return source
+        source = getattr(source, "sampler", None)
+    return None
+
+
 def epoch_plan(loader):
-    """opt4store.DataLoader `loader`'s next epoch: its batches as (positions,
-    indices) arrays (an item each without auto-collation, batch_size=None),
-    the number of indices the epoch hands out (with drop_last, more than
-    the batches hold), and drop_last's tail as (positions, indices), or None."""
+    """opt4store.DataLoader `loader`'s next epoch: (its batches as
+    (positions, indices) arrays (an item each without auto-collation,
+    batch_size=None); counts, where counts[k] is how many of the epoch's
+    indices the PlannedSampler handed out once the loop has had k batches,
+    the last the whole epoch (with drop_last, more than the batches hold);
+    drop_last's tail as (positions, indices), or None; the PlannedSampler
+    to tell the counts (note_yielded), or None; the rows of the largest
+    batch)."""
     ds, sampler, batch_sampler = loader.dataset, loader.sampler, loader.batch_sampler
-    if isinstance(sampler, PlannedSampler) and \
-            (batch_sampler is None or type(batch_sampler) is torch.utils.data.BatchSampler):
-        positions, indices = sampler.take_epoch()
-        size = loader.batch_size or 1
-        count = len(indices) // size if loader.drop_last else -(-len(indices) // size)
-        tail = (positions[count * size:], indices[count * size:])
-        return [(positions[k * size:(k + 1) * size], indices[k * size:(k + 1) * size])
-                for k in range(count)], len(indices), tail if len(tail[1]) else None
-    out = []
+    planned = planned_sampler(loader)
+    if batch_sampler is None or type(batch_sampler) is torch.utils.data.BatchSampler:
+        drawn_from = sampler if batch_sampler is None else batch_sampler.sampler
+        if planned is not None and planned is drawn_from:
+            return _planned_batches(planned, batch_sampler)
+    return _drawn_batches(ds, planned, sampler, batch_sampler)
+
+
+def _planned_batches(planned, batch_sampler):
+    """epoch_plan of torch's BatchSampler (or none) over PlannedSampler
+    `planned`, cut from take_epoch()'s arrays: no index drawn one by one."""
+    positions, indices = planned.take_epoch()
+    size = batch_sampler.batch_size if batch_sampler is not None else 1
+    drop_last = batch_sampler is not None and batch_sampler.drop_last
+    count = len(indices) // size if drop_last else -(-len(indices) // size)
+    tail = (positions[count * size:], indices[count * size:])
+    counts = np.minimum(np.arange(count + 1) * size, len(indices))
+    counts[-1] = len(indices)
+    return [(positions[k * size:(k + 1) * size], indices[k * size:(k + 1) * size])
+            for k in range(count)], counts, tail if len(tail[1]) else None, planned, size
+
+
+def _drawn_batches(ds, planned, sampler, batch_sampler):
+    """epoch_plan of any other batch sampler (or sampler, an item a batch),
+    whose whole epoch is drawn now (the workers' jobs, the read-ahead and a
+    loop that stops early use what lies ahead). A PlannedSampler drawn
+    from, `planned` or else the CachedDataset's, is then at the epoch's end:
+    after each batch the count it handed out is noted, and it is told none
+    yet (note_yielded), so that its state_dict() says where the loop is,
+    as under torch's DataLoader without workers. Not when it began no epoch
+    here or more than one (the counts are not of one epoch): its own rules
+    stand."""
+    if planned is None and isinstance(ds.sampler, PlannedSampler):
+        planned = ds.sampler
+    began = planned.position() if planned is not None else None
+    out, marks = [], []
     for batch in batch_sampler if batch_sampler is not None else ([i] for i in sampler):
         out.append((np.array([ds.position_of(i) for i in batch], dtype=np.uint64),
                     np.array([int(i) for i in batch], dtype=np.int64)))
-    return out, sum(len(b[1]) for b in out), None
+        if planned is not None:
+            at, count = planned.handed_out()
+            marks.append(count if at == began else 0)  # 0: its epoch not begun yet
+    rows = max((len(indices) for _, indices in out), default=0)
+    if planned is None or planned.position() == began or planned.handed_out()[0] != began:
+        counts = np.cumsum([0] + [len(indices) for _, indices in out])
+        return out, counts, None, None, rows
+    counts = ([0] + marks)[:len(out)] + [planned.handed_out()[1]]
+    planned.note_yielded(0)
+    return out, counts, None, planned, rows
 
 
 def torch_loader(loader, plan):

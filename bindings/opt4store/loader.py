@@ -45,8 +45,10 @@ for every epoch with persistent_workers=True): correct, and slower.
 
 Assumptions, named: the loader's sampler is the CachedDataset's
 PlannedSampler (its plan drives the store), or a sampler whose reads are
-then unplanned; a batch's memory is written again only once no tensor or
-view of it is left, so keeping a batch is safe (it costs a new buffer).
+then unplanned; a batch_sampler= is iterated for the whole epoch at its
+start (the jobs and read-ahead use the plan), so it must end; a batch's
+memory is written again only once no tensor or view of it is left, so
+keeping a batch is safe (it costs a new buffer).
 """
 
 import functools
@@ -60,11 +62,11 @@ from . import _batch_layout
 from ._checks import (MAX_UINT64, check_bool, check_callable, check_int,
                       check_multiprocessing_context, check_number, check_str)
 from ._errors import InvalidArgumentError, InvalidTypeError
-from ._loader_jobs import Filler, JobList, TorchLoaders, epoch_plan, load_rows
+from ._loader_jobs import (Filler, JobList, TorchLoaders, epoch_plan, load_rows,
+                           planned_sampler)
 from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
 from .device import OwnBatches, check_device, to_device
-from .sampler import PlannedSampler
 from .store import NO_POSITION
 
 _default_collate = _batch_layout.default_collate
@@ -196,7 +198,9 @@ class DataLoader:
         self._torch_loaders = TorchLoaders()  # the general path's, likewise
         self._slots = None        # per job in flight: shared tensors, one per leaf
         self._job_list = None
-        self._counted = 0         # indices of the epoch in progress handed out
+        self._counts = None       # the epoch in progress's counts (epoch_plan)
+        self._planned = None      # the PlannedSampler told them, or None
+        self._rows = None         # its largest batch's rows
         self._yielded = 0         # its batches yielded
         self._to_hand = None      # its batches' counts, queued for a DeviceLoader to make
         self._tail = None         # drop_last's tail not yet loaded or passed
@@ -216,17 +220,24 @@ class DataLoader:
     def state_dict(self):
         """Where to resume: the PlannedSampler's state at the first batch not
         yet yielded (the loader tells the sampler what it has yielded, so no
-        consumed= is needed, whatever the workers fetched ahead)."""
-        if not isinstance(self.sampler, PlannedSampler):
+        consumed= is needed, whatever the workers fetched ahead). The
+        sampler: the loader's, its batch sampler's ``.sampler``, or the one
+        the last epoch drew from."""
+        if self._resumed() is None:
             raise InvalidArgumentError(
-                "state_dict() needs the CachedDataset's PlannedSampler as the loader's sampler")
-        return {"sampler": self.sampler.state_dict()}
+                "state_dict() needs the CachedDataset's PlannedSampler as the loader's sampler "
+                "(or as its batch sampler's .sampler)")
+        return {"sampler": self._resumed().state_dict()}
 
     def load_state_dict(self, state):
         """The next iteration resumes at the first batch `state` had not yielded."""
-        if not isinstance(self.sampler, PlannedSampler) or not isinstance(state, dict):
+        if self._resumed() is None or not isinstance(state, dict):
             raise InvalidArgumentError("load_state_dict() needs a PlannedSampler and a state dict")
-        self.sampler.load_state_dict(state.get("sampler"))  # checks it
+        self._resumed().load_state_dict(state.get("sampler"))  # checks it
+
+    def _resumed(self):
+        found = planned_sampler(self)
+        return found if found is not None else self._planned
 
     # ---- iteration
 
@@ -241,12 +252,11 @@ class DataLoader:
         """An epoch's batches. to_hand: a deque that receives, per batch, the
         call that counts it as yielded, for a DeviceLoader that loads ahead
         to make when the loop gets the batch (OwnBatches.handed)."""
-        plan, total, self._tail = epoch_plan(self)
-        self._counted = 0
+        plan, self._counts, self._tail, self._planned, self._rows = epoch_plan(self)
         self._yielded = 0
         self._to_hand = to_hand
         try:
-            yield from self._epoch(plan, total)
+            yield from self._epoch(plan)
         finally:
             # A loop that stopped early never reads the rest of the epoch
             # (nor is drop_last's tail loaded then): the store must not wait
@@ -290,16 +300,16 @@ class DataLoader:
             self.dataset.load_batch(positions[rows], indices[rows])
         self._tail = None
 
-    def _epoch(self, plan, total):
+    def _epoch(self, plan):
         if self._general():
             self._pass_tail()  # torch's DataLoader reads whole batches only
             for number, batch in enumerate(self._torch_loaders.for_epoch(self, plan)):
-                self._count_yielded(plan[number], number + 1 == len(plan), total)
+                self._count_yielded(number + 1)
                 yield batch
             return
         if not plan:
             self._pass_tail()
-            self._count_yielded(None, True, total)
+            self._count_yielded(0)
             return
         ds = self.dataset
         # The first sample shows the layout of the epoch's samples (after the
@@ -316,7 +326,7 @@ class DataLoader:
             layout = None
         if layout is None:
             self._pass_tail()
-            yield from self._general_epoch(plan, first, total)
+            yield from self._general_epoch(plan, first)
             return
         if self._layout is None or self._layout.meta != layout.meta:
             self._stop_workers()
@@ -339,7 +349,7 @@ class DataLoader:
                 if ahead is not None and number + 1 < len(plan) and number + 1 not in jobs \
                         and step is not None and step >= _READ_AHEAD_MIN_STEP_S:
                     self._read_ahead(ahead, number + 1, plan[number + 1], read_async)
-                self._count_yielded(plan[number], number + 1 == len(plan), total)
+                self._count_yielded(number + 1)
                 handed = time.perf_counter()
                 yield batch
                 step = time.perf_counter() - handed
@@ -351,18 +361,19 @@ class DataLoader:
                 del filler
                 self._stop_workers(keep_slots=True)
 
-    def _count_yielded(self, batch, last, total):
-        """Tells the PlannedSampler how far the loop got: after the epoch's
-        last batch, the whole epoch (drop_last's tail included), so that a
-        state_dict taken then resumes at the next epoch. With to_hand, the
+    def _count_yielded(self, batches):
+        """Tells the PlannedSampler how far the loop got once it has had
+        `batches` of the epoch's batches (epoch_plan's counts: after the
+        last, the whole epoch, drop_last's tail included, so that a
+        state_dict taken then resumes at the next epoch). With to_hand, the
         count waits there until the batch reaches the loop (no batch: now)."""
-        self._counted = total if last else self._counted + len(batch[1])
-        self._yielded += batch is not None
-        if isinstance(self.sampler, PlannedSampler):
-            if self._to_hand is None or batch is None:
-                self.sampler.note_yielded(self._counted)
+        self._yielded = batches
+        if self._planned is not None:
+            note = functools.partial(self._planned.note_yielded, int(self._counts[batches]))
+            if self._to_hand is None or not batches:
+                note()
             else:
-                self._to_hand.append(functools.partial(self.sampler.note_yielded, self._counted))
+                self._to_hand.append(note)
 
     def _jobs(self, plan):
         """{batch number: [rows]}: the rows the workers (or, without workers,
@@ -405,10 +416,13 @@ class DataLoader:
         """The workers' iterator over the jobs, in batch order, then
         drop_last's tail misses (rows of self._tail) in jobs of their own."""
         depth = self.num_workers * (self.prefetch_factor or 2)
+        if self._filler is not None and self._slots.rows < self._rows:
+            self._stop_workers()  # a batch sampler's larger batches: new slots, new workers
         if self._filler is None:
             count = depth + 2 + _LENT_SLOTS
-            if self._slots is None or self._slots.known != count:
-                self._slots = _batch_layout.shared_slots(self._layout, self._batch_rows(), count)
+            if self._slots is None or self._slots.known != count or \
+                    self._slots.rows < self._rows:
+                self._slots = _batch_layout.shared_slots(self._layout, self._rows, count)
             self._job_list = JobList(self._slots, deferred=self.dataset.transform is None)
             kwargs = dict(num_workers=self.num_workers, collate_fn=_first, timeout=self.timeout,
                           worker_init_fn=self.worker_init_fn,
@@ -429,10 +443,6 @@ class DataLoader:
             plan = plan + [self._tail]
         self._job_list.set_epoch_jobs(plan, jobs, tail=len(tail) > 0)
         return iter(self._filler)
-
-    def _batch_rows(self):
-        return self.batch_size if self.batch_size is not None else \
-            max(len(b) for b in self.batch_sampler)
 
     def _stop_workers(self, keep_slots=False):
         """Lets the workers go (torch joins them); the slots stay for the
@@ -555,8 +565,8 @@ class DataLoader:
         leaves = None
         if filler is None and not pin:
             slots = self._slots if self._slots is not None else \
-                _batch_layout.slots_for(layout, self._batch_rows())
-            if slots is not None and slots.layout.meta == layout.meta:
+                _batch_layout.slots_for(layout, self._rows)
+            if slots is not None and slots.layout.meta == layout.meta and slots.rows >= rows:
                 leaves = slots.borrow(rows)
         return leaves if leaves is not None else layout.empty(rows, pin)
 
@@ -566,7 +576,7 @@ class DataLoader:
                   for row in range(len(indices))]
         return _default_collate(values)
 
-    def _general_epoch(self, plan, first, total):
+    def _general_epoch(self, plan, first):
         """An epoch whose first sample the fast path cannot assemble: with
         workers, torch's DataLoader over the CachedDataset (which reads the
         first sample again: one more access); without, values read a batch at
@@ -574,7 +584,7 @@ class DataLoader:
         ds = self.dataset
         if self.num_workers > 0:
             for number, batch in enumerate(self._torch_loaders.for_epoch(self, plan)):
-                self._count_yielded(plan[number], number + 1 == len(plan), total)
+                self._count_yielded(number + 1)
                 yield batch
             return
         for number, (positions, indices) in enumerate(plan):
@@ -584,5 +594,5 @@ class DataLoader:
                 values = ds.load_batch(positions, indices)
             if ds.transform is not None:
                 values = [ds.transform(v) for v in values]
-            self._count_yielded(plan[number], number + 1 == len(plan), total)
+            self._count_yielded(number + 1)
             yield _default_collate(values)

@@ -121,9 +121,9 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._epoch = 0
         self._start = 0
         self._yielded = 0
-        self._taken_from = 0
+        self._taken_from = 0      # the index the epoch in progress began at
         self._current_epoch = 0
-        self._counted_by_loader = False  # take_epoch + note_yielded: exact counts
+        self._counted_by_loader = False  # take_epoch or note_yielded: exact counts
         self._stores = []
         # Store positions: own position * _stride + _offset (host positions
         # of a store shared by _stride local ranks; else 1 and 0).
@@ -236,7 +236,6 @@ class PlannedSampler(torch.utils.data.Sampler):
         positions = positions * np.uint64(self._stride) + np.uint64(self._offset) \
             if self._positions is None else \
             self._positions[base + start:base + self.epoch_length].astype(np.uint64)
-        self._taken_from = start
         self._counted_by_loader = True
         return positions, ids
 
@@ -268,8 +267,23 @@ class PlannedSampler(torch.utils.data.Sampler):
             self._plan_store(store)  # from the new start, as load_state_dict does
 
     def note_yielded(self, count):
-        """``count`` of the last take_epoch()'s indices have been handed out."""
+        """``count`` of the epoch's indices, from where it began (or resumed),
+        have been handed out: the count state_dict() takes from now on, as
+        exact. A loader calls it as its loop gets each batch: after
+        take_epoch(), or after drawing the epoch from iter() through a batch
+        sampler ahead of its loop (handed_out)."""
         self._yielded = self._taken_from + check_int("count", count)
+        self._counted_by_loader = True
+
+    def handed_out(self):
+        """(position() at which the epoch in progress began or resumed, how
+        many of its indices iter() has yielded since, or note_yielded last
+        said). A loader that draws an epoch through a batch sampler notes
+        it after each batch, to give it back to note_yielded when its loop
+        has that batch (the batch sampler drew what that batch needed, as
+        under torch's DataLoader without workers)."""
+        return (self._current_epoch * self.epoch_length + self._taken_from,
+                self._yielded - self._taken_from)
 
     def _begin_epoch(self):
         """Starts the next recorded epoch: (its first plan index, the index in
@@ -282,7 +296,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         start, self._start = self._start, 0
         self._epoch = epoch + 1
         self._current_epoch = epoch
-        self._yielded = start
+        self._yielded = self._taken_from = start
         # The stores get the epochs ahead now, long before readers reach them.
         self._record_ahead(epoch)
         base = epoch * self.epoch_length
