@@ -210,6 +210,28 @@ def epoch_then_part_of_the_next(loader, state_dict, batches):
     return checkpoint
 
 
+def record_run(loader, state_dict, epochs):
+    """`epochs` epochs of `loader`: every batch, and state_dict() taken in
+    the loop's body at each (a checkpoint there)."""
+    batches, states = [], []
+    for _ in range(epochs):
+        for batch in loader:
+            batches.append(batch)
+            states.append(state_dict())
+    return batches, states
+
+
+def assert_resumes_after(loader, batches, stop):
+    """`loader`, resumed from a checkpoint taken at batch `stop` of a run
+    whose batches (every epoch's) are `batches`, yields exactly the rest."""
+    rest = []
+    while len(rest) < len(batches) - stop - 1:
+        rest += list(loader)
+    assert len(rest) == len(batches) - stop - 1, stop
+    for k, batch in enumerate(rest):
+        assert_same(batch, batches[stop + 1 + k], f"resumed after {stop}: batch {k}")
+
+
 # ---------------------------------------------------------------- offline Belady
 
 

@@ -11,7 +11,7 @@ import torch
 import torch.utils.data
 
 import opt4store
-from o4s_testlib import UniformDataset, assert_same
+from o4s_testlib import UniformDataset, assert_resumes_after, assert_same, record_run
 
 N, BATCH, EPOCHS = 40, 4, 2
 
@@ -105,11 +105,7 @@ def reference(path, kind):
     body at each batch."""
     store, sampler, ds = cached(path)
     loader = torch.utils.data.DataLoader(ds, batch_sampler=make_batches(kind, sampler))
-    batches, states = [], []
-    for _ in range(EPOCHS):
-        for batch in loader:
-            batches.append(batch)
-            states.append(sampler.state_dict())
+    batches, states = record_run(loader, sampler.state_dict, EPOCHS)
     store.close()
     return batches, states
 
@@ -158,12 +154,7 @@ def test_checkpoint_mid_epoch_resumes_at_the_next_batch(tmp_path, kind, num_work
             loader.load_state_dict(loader_state)
         else:
             sampler.load_state_dict(sampler_state)
-        rest = []
-        while len(rest) < len(batches) - stop - 1:
-            rest += list(loader)
-        assert len(rest) == len(batches) - stop - 1, stop
-        for j, batch in enumerate(rest):
-            assert_same(batch, batches[stop + 1 + j], f"resumed after {stop}: batch {j}")
+        assert_resumes_after(loader, batches, stop)
         store.close()
 
 

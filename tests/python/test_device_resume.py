@@ -15,7 +15,7 @@ import torch
 
 import opt4store
 from opt4store.device import _handed, _Pace, _paced
-from o4s_testlib import assert_same, UniformDataset
+from o4s_testlib import assert_resumes_after, record_run, UniformDataset
 
 N, BATCH, EPOCHS = 40, 4, 2
 PER_EPOCH = N // BATCH
@@ -34,11 +34,7 @@ def reference(tmp_path):
     the loop's body at each batch."""
     store, sampler, ds = cached(tmp_path / "reference")
     loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH)
-    batches, states = [], []
-    for _ in range(EPOCHS):
-        for batch in loader:
-            batches.append(batch)
-            states.append(loader.state_dict())
+    batches, states = record_run(loader, loader.state_dict, EPOCHS)
     store.close()
     return batches, states
 
@@ -84,12 +80,7 @@ def test_state_dict_counts_only_the_batches_handed_to_the_loop(tmp_path, how):
         store, sampler, ds = cached(path)
         loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH)
         loader.load_state_dict(state)
-        rest = []
-        while len(rest) < len(batches) - stop - 1:
-            rest += list(loader)
-        assert len(rest) == len(batches) - stop - 1, stop
-        for k, batch in enumerate(rest):
-            assert_same(batch, batches[stop + 1 + k], f"resumed after {stop}: batch {k}")
+        assert_resumes_after(loader, batches, stop)
         store.close()
 
 
