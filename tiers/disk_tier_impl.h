@@ -142,11 +142,14 @@ class DiskTier::Impl {
       size_t need = 0;    // bytes from base to the record's end
       size_t total = 0;   // bytes from base to the end of the read
     };
-    std::unique_ptr<ReadQueue> queue;
     std::vector<AlignedBuffer> buffers;
     std::vector<ReadRequest> requests;
     std::vector<Slot> slots;
     std::vector<unsigned> free;
+    // Last, so destroyed first: its destructor waits for the reads in flight,
+    // which write into buffers and requests (a callback that throws out of
+    // ReadRecords leaves some in flight).
+    std::unique_ptr<ReadQueue> queue;
   };
 
   bool every_put() const { return options_.sync == DiskTierOptions::SyncMode::kEveryPut; }
