@@ -316,7 +316,8 @@ Status DiskTier::Impl::Clear() {
     }
   }
   for (const std::string& name : names) {
-    OPT4STORE_RETURN_IF_ERROR(env_->DeleteFile(SegmentPath(name)));
+    Status deleted = env_->DeleteFile(SegmentPath(name));
+    if (!deleted.ok() && !deleted.IsNotFound()) return deleted;  // NotFound: gone already
   }
   if (!names.empty()) OPT4STORE_RETURN_IF_ERROR(env_->SyncDir(segment_dir_));
   dir_dirty_ = false;
