@@ -256,11 +256,13 @@ def _plain_tensors(value, depth=0):
         return value if type(value) is torch.Tensor else value.as_subclass(torch.Tensor)
     if depth > 32 or not isinstance(value, (tuple, list, dict)):
         return value
-    items = value.values() if isinstance(value, dict) else value
-    if all(_plain_tensors(v, depth + 1) is v for v in items):
+    items = list(value.values() if isinstance(value, dict) else value)
+    plain = [_plain_tensors(v, depth + 1) for v in items]  # once each: no rework per level
+    if all(p is v for p, v in zip(plain, items)):
         return value
+    done = iter(plain)  # map_container visits the elements in this order
     try:
-        return map_container(value, lambda v: _plain_tensors(v, depth + 1))
+        return map_container(value, lambda v: next(done))
     except (TypeError, ValueError):  # a container that cannot be rebuilt: pickle says why
         return value
 

@@ -223,17 +223,19 @@ class DataLoader:
         consumed= is needed, whatever the workers fetched ahead). The
         sampler: the loader's, its batch sampler's ``.sampler``, or the one
         the last epoch drew from."""
-        if self._resumed() is None:
+        sampler = self._resumed()
+        if sampler is None:
             raise InvalidArgumentError(
                 "state_dict() needs the CachedDataset's PlannedSampler as the loader's sampler "
                 "(or as its batch sampler's .sampler)")
-        return {"sampler": self._resumed().state_dict()}
+        return {"sampler": sampler.state_dict()}
 
     def load_state_dict(self, state):
         """The next iteration resumes at the first batch `state` had not yielded."""
-        if self._resumed() is None or not isinstance(state, dict):
+        sampler = self._resumed()
+        if sampler is None or not isinstance(state, dict):
             raise InvalidArgumentError("load_state_dict() needs a PlannedSampler and a state dict")
-        self._resumed().load_state_dict(state.get("sampler"))  # checks it
+        sampler.load_state_dict(state.get("sampler"))  # checks it
 
     def _resumed(self):
         found = planned_sampler(self)
