@@ -116,9 +116,7 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
       return Status::IOError("compaction of " + seg->name + " left live records behind");
     }
   }
-  // Gone already (a Clear that failed part way, a hand): what is wanted.
-  Status deleted = env_->DeleteFile(SegmentPath(seg->name));
-  if (!deleted.ok() && !deleted.IsNotFound()) return deleted;
+  OPT4STORE_RETURN_IF_ERROR(RemoveSegmentFile(seg->name));
   dir_dirty_ = true;
   // Open drops the key too.
   IndexWritten(db_->Delete(WriteOpts(), SegmentKey(seg->number)), "drop segment key")

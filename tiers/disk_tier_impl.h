@@ -160,6 +160,12 @@ class DiskTier::Impl {
     return wo;
   }
   std::string SegmentPath(const std::string& name) const { return segment_dir_ + "/" + name; }
+  // Unlinks a segment file; one gone already (a Clear that failed part way,
+  // a hand) is what was wanted, not an error.
+  Status RemoveSegmentFile(const std::string& name) const {
+    const Status s = env_->DeleteFile(SegmentPath(name));
+    return s.IsNotFound() ? Status::OK() : s;
+  }
 
   // A RocksDB write's status. After a failed write (a full disk) RocksDB
   // takes no more writes until it is resumed, and syncing its WAL then

@@ -316,8 +316,7 @@ Status DiskTier::Impl::Clear() {
     }
   }
   for (const std::string& name : names) {
-    Status deleted = env_->DeleteFile(SegmentPath(name));
-    if (!deleted.ok() && !deleted.IsNotFound()) return deleted;  // NotFound: gone already
+    OPT4STORE_RETURN_IF_ERROR(RemoveSegmentFile(name));
   }
   if (!names.empty()) OPT4STORE_RETURN_IF_ERROR(env_->SyncDir(segment_dir_));
   dir_dirty_ = false;
