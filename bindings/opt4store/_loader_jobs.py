@@ -17,7 +17,8 @@ the loader's assembly of this batch may have to wait for that reader's job
 wait out its 2 s and load the item again. Such a row is stored by the
 worker at once, as torch's DataLoader over a CachedDataset stores every
 miss. A job with no slot is drop_last's tail: its misses are loaded and
-stored, nothing is written or sent back.
+stored, nothing is written or sent back; with no slot and no rows, it is an
+epoch's first sample, loaded, stored and sent back (first_sample).
 
 On the general path (a custom collate_fn, samples of varying shapes,
 batch_size=None), torch's DataLoader gets the epoch's batches as PlannedIndex
@@ -33,6 +34,9 @@ from .sampler import PlannedIndex, PlannedSampler
 
 # Filler's own attributes; any other is its CachedDataset's.
 _FILLER_STATE = ("_cached", "_layout", "_slots")
+# How many samples the store holds first_sample tries to peek at before it
+# starts a worker for the first one.
+_PEEKS = 8
 # How many ``.sampler`` attributes planned_sampler follows from a batch
 # sampler (a BatchSampler over a wrapper over the PlannedSampler is 2).
 _SAMPLER_DEPTH = 4
@@ -81,9 +85,9 @@ class Filler(torch.utils.data.Dataset):
         number, slot, carried, positions, indices, rows, store_now = work
         positions = np.asarray(positions, dtype=np.uint64)
         indices = np.asarray(indices, dtype=np.int64)
-        if slot is None:  # drop_last's tail
-            self._cached.load_batch(positions, indices)
-            return number, [], {}, []
+        if slot is None:  # drop_last's tail; without rows, an epoch's first sample
+            values = self._cached.load_batch(positions, indices)
+            return number, [], {} if rows is not None else dict(enumerate(values)), []
         leaves = carried if carried is not None else self._slots[slot]
         return (number,) + load_rows(self._cached, self._layout, leaves, positions, indices, rows,
                                      defer_puts=True, store_now=store_now)
@@ -200,6 +204,56 @@ def read_again(plan):
         flat[order[:-1]] = indices[order[:-1]] == indices[order[1:]]
     bounds = np.cumsum([0] + [len(batch[1]) for batch in plan])
     return [flat[bounds[k]:bounds[k + 1]] for k in range(len(plan))]
+
+
+def first_sample(loader, plan):
+    """The first sample of an epoch's `plan`, whose layout decides the batch
+    tensors: (row 0's value, read here, or None when a job loads it with the
+    other misses; a value of the epoch that shows the layout).
+
+    With workers the Dataset is not called in this process, as under torch's
+    DataLoader: a handle that a Dataset opens on first use (h5py, LMDB)
+    would be opened here and inherited by forked workers. A first sample
+    the store lacks is then shown by another sample of the epoch the store
+    holds, read without counting an access (Store.peek), or else loaded in a
+    worker process started for it alone (load_in_worker)."""
+    ds = loader.dataset
+    positions, indices = plan[0]
+    position, index = int(positions[0]), int(indices[0])
+    if loader.num_workers == 0 or ds.store.locate(indices[:1])[0] != 0:
+        first = ds.store.get(position, index)
+        if first is not None:
+            return first, first
+        if loader.num_workers == 0:
+            first = ds.load_miss(position, index)
+            return first, first
+    every = np.concatenate([batch[1] for batch in plan])
+    for held in every[np.flatnonzero(ds.store.locate(every) != 0)[:_PEEKS]].tolist():
+        sample = ds.store.peek(held)
+        if sample is not None:  # None: let go since located, or on a disk a reader cannot see
+            return None, sample
+    first = load_in_worker(loader, position, index)
+    return first, first
+
+
+def load_in_worker(loader, position, index):
+    """Loads and stores `index` for plan `position` in a worker process
+    started for it alone, with the loader's worker settings (its
+    worker_init_fn runs there, as worker 0 of 1), and returns the value. The
+    worker's seed comes from a generator of its own: the loader's generator
+    and torch's global one draw what they would without it."""
+    job = (0, None, None, [position], [index], None, [])
+    once = torch.utils.data.DataLoader(
+        Filler(loader.dataset, None, ()), batch_sampler=[[job]], num_workers=1,
+        collate_fn=one_job, timeout=loader.timeout, worker_init_fn=loader.worker_init_fn,
+        multiprocessing_context=loader.multiprocessing_context, generator=torch.Generator())
+    (_, _, values, _), = list(once)
+    return values[0]
+
+
+def one_job(batch):
+    """collate_fn of the workers' DataLoaders: each of their batches is one job."""
+    return batch[0]
 
 
 def planned_sampler(loader):

@@ -41,7 +41,9 @@ class CachedDataset(torch.utils.data.Dataset):
     ``spot_check=2``: when the store was opened without a ``fingerprint=``
     and already holds values, this many of them are loaded from ``dataset``
     once each (here, in the process that makes the CachedDataset, not in
-    DataLoader workers) and compared with what the store holds, read
+    DataLoader workers, from a shallow copy of ``dataset``, so that a handle
+    its ``__getitem__`` opens on first use is not left open for forked
+    workers to inherit) and compared with what the store holds, read
     without counting an access (``Store.peek``). A value that differs from
     two equal loads raises ``StaleStoreError`` (the store was filled by
     another transform or dataset); two loads that differ from each other
@@ -243,14 +245,15 @@ class CachedDataset(torch.utils.data.Dataset):
     # ---- the spot check (see the class docstring)
 
     def _spot_check(self, count):
+        source = _apart(self.dataset)
         for index in self._held_indices(count):
             stored = self.store.peek(index)
             if stored is None:
                 continue  # evicted meanwhile
-            loaded = self.dataset[index]
+            loaded = source[index]
             if same_value(stored, loaded):
                 continue
-            if not same_value(loaded, self.dataset[index]):
+            if not same_value(loaded, source[index]):
                 warnings.warn(
                     f"opt4store: dataset[{index}] gave different values on two loads: the "
                     "dataset is not deterministic. The store keeps the first value it is given "
@@ -292,6 +295,23 @@ class CachedDataset(torch.utils.data.Dataset):
         state["sampler"] = None
         state["_inverses"] = {}
         return state
+
+
+def _apart(dataset):
+    """A shallow copy of `dataset` for the spot check's loads: what a
+    Dataset sets on its first use (a handle opened lazily in __getitem__:
+    h5py, LMDB) is set on the copy, which goes after the check, and not on
+    the Dataset that DataLoader workers fork from. The copy has the same
+    attributes in a dict of its own (no __getstate__: one that leaves state
+    to worker_init_fn would give a copy that cannot load), so a wrapper's
+    inner Dataset is the same object. A Dataset without a __dict__, or of a
+    C type, is used itself."""
+    try:
+        twin = object.__new__(type(dataset))
+        twin.__dict__.update(vars(dataset))
+    except (TypeError, AttributeError):
+        return dataset
+    return twin
 
 
 def _as_read(value):

@@ -16,7 +16,9 @@ drop_last, len()). What differs is how a batch is made:
   slot itself, no copy. A slot the training loop still holds is not written
   again (reference counts tell); past two held slots, rows are copied out
   instead. Workers never pickle a sample back. With num_workers=0 the main
-  process loads them itself.
+  process loads them itself; with workers it never calls the Dataset, as
+  torch's DataLoader does not (an epoch's first sample, which shows the
+  layout, may need a worker of its own: _loader_jobs.first_sample).
 - A loop that stops before the epoch's end (break, an exception) marks the
   positions it never read, so that the store does not wait for them.
 - drop_last's tail (the last partial batch, never yielded): its misses are
@@ -25,8 +27,9 @@ drop_last, len()). What differs is how a batch is made:
   the next epochs find them cached; nothing of it is written into a batch
   or sent back. A loop that stops early loads none of it (unless the
   workers, num_workers * prefetch_factor jobs ahead, had taken it already).
-- The workers start only for an epoch that has misses (or a transform): an
-  epoch that the store holds whole starts no worker process.
+- The workers start only for an epoch that has misses (drop_last's tail
+  included) or a transform: an epoch that the store holds whole starts no
+  worker process.
 - ``transform=`` of the CachedDataset runs on every read, after the cache:
   in the workers (their outputs go into the slots; keep one loader with
   persistent_workers=True, or each new loader starts them), or in the main
@@ -62,8 +65,8 @@ from . import _batch_layout
 from ._checks import (MAX_UINT64, check_bool, check_callable, check_int,
                       check_multiprocessing_context, check_number, check_str)
 from ._errors import InvalidArgumentError, InvalidTypeError
-from ._loader_jobs import (Filler, JobList, TorchLoaders, epoch_plan, load_rows,
-                           planned_sampler)
+from ._loader_jobs import (Filler, JobList, TorchLoaders, epoch_plan, first_sample,
+                           load_rows, one_job, planned_sampler)
 from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
 from .device import OwnBatches, check_device, to_device
@@ -88,10 +91,6 @@ _PUTS_WAIT_S = 2.0
 # host can run, is a mistake, not a request.
 _MAX_BATCH_SIZE = (1 << 32) - 1
 _MAX_WORKERS = 1 << 16
-
-
-def _first(batch):
-    return batch[0]
 
 
 # ---------------------------------------------------------------- the loader
@@ -314,16 +313,13 @@ class DataLoader:
             self._count_yielded(0)
             return
         ds = self.dataset
-        # The first sample shows the layout of the epoch's samples (after the
+        # A sample shows the layout of the epoch's samples (after the
         # transform: a probe whose random draws are undone, so that every
         # read's transform draws what it would under torch's DataLoader).
-        first_position, first_index = int(plan[0][0][0]), int(plan[0][1][0])
-        first = ds.store.get(first_position, first_index)
-        if first is None:
-            first = ds.load_miss(first_position, first_index)
+        first, sample = first_sample(self, plan)
         try:
-            layout = _batch_layout.layout_of(first if ds.transform is None else
-                                             _batch_layout.probe(ds.transform, first))
+            layout = _batch_layout.layout_of(sample if ds.transform is None else
+                                             _batch_layout.probe(ds.transform, sample))
         except _batch_layout.NoLayout:
             layout = None
         if layout is None:
@@ -333,12 +329,11 @@ class DataLoader:
         if self._layout is None or self._layout.meta != layout.meta:
             self._stop_workers()
             self._layout = layout
-        jobs = self._jobs(plan)
+        jobs = self._jobs(plan, first is not None)
         tail = self._tail_misses()
         read_into = ds.store.batch_reader()
-        # Workers start for the tail alone only when they are running already.
-        workers = self.num_workers > 0 and (bool(jobs) or
-                                            len(tail) > 0 and self._filler is not None)
+        # Workers start for the tail alone too: this process does not load.
+        workers = self.num_workers > 0 and (bool(jobs) or len(tail) > 0)
         filler = self._start_workers(plan, jobs, tail) if workers else None
         read_async = ds.store.batch_reader_async() if filler is None and len(plan) > 1 else None
         ahead = ReadAhead(ds.store) if read_async is not None else None
@@ -377,7 +372,7 @@ class DataLoader:
             else:
                 self._to_hand.append(note)
 
-    def _jobs(self, plan):
+    def _jobs(self, plan, first_read):
         """{batch number: [rows]}: the rows the workers (or, without workers,
         this process) load, in one or more jobs per batch: the misses, or
         every row when a transform must run on each read. One locate for the
@@ -387,11 +382,12 @@ class DataLoader:
         if ds.transform is not None:
             return {number: np.array_split(np.arange(size), self._parts())
                     for number, size in enumerate(sizes) if size}
-        # Epoch-wide row numbers of the misses; the first sample is read already.
+        # Epoch-wide row numbers of the misses, but the first sample if read.
         if self.num_workers > 0:  # values still on the queue would start workers for nothing
             ds.store.wait_for_puts(_PUTS_WAIT_S)
         missing = np.flatnonzero(ds.store.locate(np.concatenate([b[1] for b in plan])) == 0)
-        missing = missing[missing != 0]
+        if first_read:
+            missing = missing[missing != 0]
         if not len(missing):
             return {}
         starts = np.cumsum([0] + sizes)
@@ -426,7 +422,7 @@ class DataLoader:
                     self._slots.rows < self._rows:
                 self._slots = _batch_layout.shared_slots(self._layout, self._rows, count)
             self._job_list = JobList(self._slots, deferred=self.dataset.transform is None)
-            kwargs = dict(num_workers=self.num_workers, collate_fn=_first, timeout=self.timeout,
+            kwargs = dict(num_workers=self.num_workers, collate_fn=one_job, timeout=self.timeout,
                           worker_init_fn=self.worker_init_fn,
                           multiprocessing_context=self.multiprocessing_context,
                           generator=self.generator, persistent_workers=True)
@@ -574,15 +570,13 @@ class DataLoader:
 
     def _collate_rows(self, leaves, layout, other, positions, indices):
         """A batch with rows of another layout: every row as a value, collated."""
-        values = [other[row] if row in other else layout.row_value(leaves, row)
-                  for row in range(len(indices))]
-        return _default_collate(values)
+        return _default_collate([other[row] if row in other else layout.row_value(leaves, row)
+                                 for row in range(len(indices))])
 
     def _general_epoch(self, plan, first):
         """An epoch whose first sample the fast path cannot assemble: with
-        workers, torch's DataLoader over the CachedDataset (which reads the
-        first sample again: one more access); without, values read a batch at
-        a time, transformed and collated here."""
+        workers, torch's DataLoader over the CachedDataset (first: unused);
+        without, values read a batch at a time, transformed and collated."""
         ds = self.dataset
         if self.num_workers > 0:
             for number, batch in enumerate(self._torch_loaders.for_epoch(self, plan)):

@@ -205,9 +205,10 @@ def test_an_all_hit_epoch_starts_no_worker(tmp_path, monkeypatch):
     loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=8, num_workers=2,
                                   multiprocessing_context="fork")
     list(loader)
-    assert started == [2]  # epoch 1: misses, workers load them
+    # Epoch 1: the first sample's worker (its layout), then the workers for the misses.
+    assert started == [1, 2]
     list(loader)
-    assert started == [2]  # epoch 2: every sample a hit, no workers
+    assert started == [1, 2]  # epoch 2: every sample a hit, no workers
     st = store.stats()
     assert st["source_loads"] == N and st["hits_ram"] == N, st
     store.close()
@@ -216,7 +217,8 @@ def test_an_all_hit_epoch_starts_no_worker(tmp_path, monkeypatch):
 @pytest.mark.parametrize("sample", ["pair", "dict", "arrays"])
 def test_workers_leave_storing_to_the_loader(tmp_path, monkeypatch, sample):
     """A value a worker loads and writes into its batch slot is stored by
-    the loader from the slot (Store.put_rows), not by the worker: stored
+    the loader from the slot (Store.put_rows), not by the worker (but the
+    epoch's first, which shows the layout before there are slots): stored
     once, and read back equal in the next epoch, from RAM and from disk."""
     store, sampler, ds = cached(tmp_path, "s", SAMPLES[sample], epochs=2, ram_items=N // 3)
     main = os.getpid()
@@ -234,7 +236,7 @@ def test_workers_leave_storing_to_the_loader(tmp_path, monkeypatch, sample):
                                   multiprocessing_context="fork")
     list(loader)
     st = store.stats()
-    assert worker_puts.value == 0
+    assert worker_puts.value == 1  # the first sample's, by the worker started for it
     assert st["puts"] == N and st["source_loads"] == N, st
     for epoch_batches in (list(loader),):
         for k, batch in enumerate(epoch_batches):
