@@ -92,7 +92,8 @@ def check_callable(name, value, allow_none=True):
 def check_multiprocessing_context(name, value, num_workers):
     """A DataLoader's start method, checked as torch's DataLoader checks it
     (there, only when its first workers start): None, or with num_workers >
-    0, a start method's name or a multiprocessing context."""
+    0, a start method's name (returned as its context) or a multiprocessing
+    context."""
     if value is None:
         return None
     if num_workers == 0:
@@ -102,7 +103,8 @@ def check_multiprocessing_context(name, value, num_workers):
         if value not in methods:
             raise InvalidArgumentError(f"{name}: {value!r} is not a start method here "
                                        f"(expected one of {methods})")
-    elif not isinstance(value, multiprocessing.context.BaseContext):
+        return multiprocessing.get_context(value)  # as torch's DataLoader keeps it
+    if not isinstance(value, multiprocessing.context.BaseContext):
         raise InvalidTypeError(f"{name}: expected a start method's name or a multiprocessing "
                                f"context, got {_describe(value)}")
     return value

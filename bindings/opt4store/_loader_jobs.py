@@ -256,17 +256,23 @@ def one_job(batch):
     return batch[0]
 
 
-def planned_sampler(loader):
-    """The PlannedSampler that opt4store.DataLoader `loader` draws from, or
-    None: its sampler, or the first one down the ``.sampler`` attributes of
-    its batch sampler (torch's BatchSampler, its subclasses and most
-    wrappers keep what they draw from there) or of its sampler."""
+def samplers_of(loader):
+    """What opt4store.DataLoader `loader` draws from: its sampler (else its
+    batch sampler), then each ``.sampler`` attribute down from it (torch's
+    BatchSampler, its subclasses and most wrappers keep what they draw from
+    there), _SAMPLER_DEPTH deep at most."""
     source = loader.sampler if loader.sampler is not None else loader.batch_sampler
     for _ in range(_SAMPLER_DEPTH):
-        if isinstance(source, PlannedSampler):
-            return source
+        if source is None:
+            return
+        yield source
         source = getattr(source, "sampler", None)
-    return None
+
+
+def planned_sampler(loader):
+    """The PlannedSampler that opt4store.DataLoader `loader` draws from
+    (samplers_of), or None."""
+    return next((s for s in samplers_of(loader) if isinstance(s, PlannedSampler)), None)
 
 
 def epoch_plan(loader):

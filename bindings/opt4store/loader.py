@@ -66,7 +66,7 @@ from ._checks import (MAX_UINT64, check_bool, check_callable, check_int,
                       check_multiprocessing_context, check_number, check_str)
 from ._errors import InvalidArgumentError, InvalidTypeError
 from ._loader_jobs import (Filler, JobList, TorchLoaders, epoch_plan, first_sample,
-                           load_rows, one_job, planned_sampler)
+                           load_rows, one_job, planned_sampler, samplers_of)
 from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
 from .device import OwnBatches, check_device, to_device
@@ -133,8 +133,8 @@ class DataLoader:
         check_str("pin_memory_device", pin_memory_device, allow_empty=True)
         check_callable("collate_fn", collate_fn)
         check_callable("worker_init_fn", worker_init_fn)
-        check_multiprocessing_context("multiprocessing_context", multiprocessing_context,
-                                      num_workers)
+        multiprocessing_context = check_multiprocessing_context(
+            "multiprocessing_context", multiprocessing_context, num_workers)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise InvalidTypeError(f"generator: expected a torch.Generator or None, got "
                                    f"{type(generator).__name__}")
@@ -211,8 +211,13 @@ class DataLoader:
         return len(self.batch_sampler)
 
     def set_epoch(self, epoch):
-        epoch = check_int("epoch", epoch)  # also where the sampler has no set_epoch
-        getattr(self.sampler, "set_epoch", lambda e: None)(epoch)
+        """Passes `epoch` to the first sampler drawn from that has a set_epoch
+        (a DistributedSampler: sampler=, or in a batch_sampler=), if any."""
+        epoch = check_int("epoch", epoch)  # also where no sampler has a set_epoch
+        for source in samplers_of(self):
+            if hasattr(source, "set_epoch"):
+                source.set_epoch(epoch)
+                return
 
     # ---- resume
 

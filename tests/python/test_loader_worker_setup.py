@@ -1,8 +1,9 @@
 """opt4store.DataLoader's workers as torch's: get_worker_info().dataset is
 the CachedDataset (its .dataset the user's, where a worker_init_fn sets up
 per-worker state), persistent_workers=True starts the workers once on the
-general path too, and multiprocessing_context is checked when the loader
-is made, as torch checks it."""
+general path too, multiprocessing_context is checked when the loader is
+made and kept as a context, as torch does, and set_epoch reaches a
+DistributedSampler inside a batch sampler."""
 
 import functools
 import multiprocessing
@@ -189,8 +190,34 @@ def test_a_context_of_another_type_is_refused(dataset, context):
         opt4store.DataLoader(dataset, num_workers=2, multiprocessing_context=context)
 
 
-@pytest.mark.parametrize("context", [None, "fork", "spawn", multiprocessing.get_context("spawn"),
+@pytest.mark.parametrize("context", [None, multiprocessing.get_context("spawn"),
                                      torch.multiprocessing.get_context("fork")])
 def test_a_start_method_or_a_context_is_taken(dataset, context):
     loader = opt4store.DataLoader(dataset, num_workers=2, multiprocessing_context=context)
     assert loader.multiprocessing_context is context
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_start_methods_name_is_kept_as_its_context(dataset, method):
+    theirs = torch.utils.data.DataLoader(dataset, num_workers=2, multiprocessing_context=method)
+    ours = opt4store.DataLoader(dataset, num_workers=2, multiprocessing_context=method)
+    assert ours.multiprocessing_context is theirs.multiprocessing_context
+    assert ours.multiprocessing_context is multiprocessing.get_context(method)
+
+
+# ---------------------------------------------------------------- set_epoch
+
+
+@pytest.mark.filterwarnings("ignore:.*not what the plan predicted:RuntimeWarning")
+@pytest.mark.parametrize("wrap", ["sampler", "batch_sampler"])
+def test_set_epoch_reaches_a_distributed_sampler(tmp_path, dataset, wrap):
+    write_items(tmp_path / "items")
+    inner = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=0)
+    kwargs = {"sampler": inner, "batch_size": 4} if wrap == "sampler" else \
+        {"batch_sampler": torch.utils.data.BatchSampler(inner, 4, drop_last=False)}
+    loader = opt4store.DataLoader(dataset, **kwargs)
+    loader.set_epoch(3)
+    assert inner.epoch == 3
+    first = [b.tolist() for b, _ in loader]
+    loader.set_epoch(4)
+    assert inner.epoch == 4 and [b.tolist() for b, _ in loader] != first  # reshuffled
