@@ -17,8 +17,10 @@ the loader's assembly of this batch may have to wait for that reader's job
 wait out its 2 s and load the item again. Such a row is stored by the
 worker at once, as torch's DataLoader over a CachedDataset stores every
 miss. A job with no slot is drop_last's tail: its misses are loaded and
-stored, nothing is written or sent back; with no slot and no rows, it is an
-epoch's first sample, loaded, stored and sent back (first_sample).
+stored, nothing is written or sent back. Samples this process needs
+before the workers run or outside their jobs (an epoch's first, a row let
+go after it was found) are loaded in a worker process of their own
+(load_in_worker), whose values are sent back.
 
 On the general path (a custom collate_fn, samples of varying shapes,
 batch_size=None), torch's DataLoader gets the epoch's batches as PlannedIndex
@@ -30,6 +32,7 @@ import numpy as np
 import torch.utils.data
 
 from .sampler import PlannedIndex, PlannedSampler
+from .store import NO_POSITION
 
 
 # Filler's own attributes; any other is its CachedDataset's.
@@ -85,9 +88,9 @@ class Filler(torch.utils.data.Dataset):
         number, slot, carried, positions, indices, rows, store_now = work
         positions = np.asarray(positions, dtype=np.uint64)
         indices = np.asarray(indices, dtype=np.int64)
-        if slot is None:  # drop_last's tail; without rows, an epoch's first sample
-            values = self._cached.load_batch(positions, indices)
-            return number, [], {} if rows is not None else dict(enumerate(values)), []
+        if slot is None:  # drop_last's tail
+            self._cached.load_batch(positions, indices)
+            return number, [], {}, []
         leaves = carried if carried is not None else self._slots[slot]
         return (number,) + load_rows(self._cached, self._layout, leaves, positions, indices, rows,
                                      defer_puts=True, store_now=store_now)
@@ -222,33 +225,74 @@ def first_sample(loader, plan):
     position, index = int(positions[0]), int(indices[0])
     if loader.num_workers == 0 or ds.store.locate(indices[:1])[0] != 0:
         first = ds.store.get(position, index)
-        if first is not None:
-            return first, first
-        if loader.num_workers == 0:
-            first = ds.load_miss(position, index)
-            return first, first
+        if first is None:  # a miss, counted: loaded without a second read
+            first = load_unread(loader, [position], [index])[0]
+        return first, first
     every = np.concatenate([batch[1] for batch in plan])
     for held in every[np.flatnonzero(ds.store.locate(every) != 0)[:_PEEKS]].tolist():
         sample = ds.store.peek(held)
         if sample is not None:  # None: let go since located, or on a disk a reader cannot see
             return None, sample
-    first = load_in_worker(loader, position, index)
+    first = load_in_worker(loader, [position], [index], read=True)[0]
     return first, first
 
 
-def load_in_worker(loader, position, index):
-    """Loads and stores `index` for plan `position` in a worker process
-    started for it alone, with the loader's worker settings (its
-    worker_init_fn runs there, as worker 0 of 1), and returns the value. The
-    worker's seed comes from a generator of its own: the loader's generator
-    and torch's global one draw what they would without it."""
-    job = (0, None, None, [position], [index], None, [])
+def unread_values(loader, positions, indices, rows, codes):
+    """{row: untransformed value}, in row order, of the `rows` of a batch
+    (positions, indices) that read_into did not read, by their `codes`: 1,
+    the store let it go since it was found (the read is counted: it is
+    loaded, load_unread); 2, a value of another layout, read again without a
+    position (loaded too when it is gone meanwhile)."""
+    ds = loader.dataset
+    values, gone, where = {}, [], []
+    for row, code in zip(rows, codes):
+        values[row] = ds.store.get(NO_POSITION, int(indices[row])) if code == 2 else None
+        if values[row] is None:
+            gone.append(row)
+            where.append(int(positions[row]) if code == 1 else NO_POSITION)
+    if gone:
+        values.update(zip(gone, load_unread(loader, where, [int(indices[r]) for r in gone])))
+    return values
+
+
+def load_unread(loader, positions, indices):
+    """Loads and stores (positions[i], indices[i]), whose reads were counted
+    already (a miss), and returns the values: in this process without
+    workers, else in a worker process of their own (load_in_worker)."""
+    if loader.num_workers == 0:
+        return [loader.dataset.load_miss(p, i) for p, i in zip(positions, indices)]
+    return load_in_worker(loader, positions, indices, read=False)
+
+
+def load_in_worker(loader, positions, indices, read):
+    """The untransformed values of (positions[i], indices[i]), read from the
+    store first if `read` (else their reads were counted already), the
+    misses loaded and stored, in a worker process started for them alone,
+    with the loader's worker settings (its worker_init_fn runs there, as
+    worker 0 of 1). The worker's seed comes from a generator of its own: the
+    loader's generator and torch's global one draw what they would without
+    it."""
     once = torch.utils.data.DataLoader(
-        Filler(loader.dataset, None, ()), batch_sampler=[[job]], num_workers=1,
-        collate_fn=one_job, timeout=loader.timeout, worker_init_fn=loader.worker_init_fn,
+        SendBack(loader.dataset, None, ()), batch_sampler=[[(positions, indices, read)]],
+        num_workers=1, collate_fn=one_job, timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
         multiprocessing_context=loader.multiprocessing_context, generator=torch.Generator())
-    (_, _, values, _), = list(once)
-    return values[0]
+    values, = list(once)
+    return values
+
+
+class SendBack(Filler):
+    """The workers' dataset of load_in_worker (a Filler, so that it stands
+    in for the CachedDataset there): a job (positions, indices, read) gives
+    the values, read first if `read` (CachedDataset.load_batch), else loaded
+    and stored (CachedDataset.load_miss)."""
+
+    def __getitem__(self, job):
+        positions, indices, read = job
+        if read:
+            return self._cached.load_batch(np.asarray(positions, dtype=np.uint64),
+                                           np.asarray(indices, dtype=np.int64))
+        return [self._cached.load_miss(p, i) for p, i in zip(positions, indices)]
 
 
 def one_job(batch):

@@ -18,7 +18,8 @@ drop_last, len()). What differs is how a batch is made:
   instead. Workers never pickle a sample back. With num_workers=0 the main
   process loads them itself; with workers it never calls the Dataset, as
   torch's DataLoader does not (an epoch's first sample, which shows the
-  layout, may need a worker of its own: _loader_jobs.first_sample).
+  layout, or rows let go since it began: a worker of their own,
+  _loader_jobs.load_in_worker).
 - A loop that stops before the epoch's end (break, an exception) marks the
   positions it never read, so that the store does not wait for them.
 - drop_last's tail (the last partial batch, never yielded): its misses are
@@ -66,11 +67,10 @@ from ._checks import (MAX_UINT64, check_bool, check_callable, check_int,
                       check_multiprocessing_context, check_number, check_str)
 from ._errors import InvalidArgumentError, InvalidTypeError
 from ._loader_jobs import (Filler, JobList, TorchLoaders, epoch_plan, first_sample,
-                           load_rows, one_job, planned_sampler, samplers_of)
+                           load_rows, one_job, planned_sampler, samplers_of, unread_values)
 from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
 from .device import OwnBatches, check_device, to_device
-from .store import NO_POSITION
 
 _default_collate = _batch_layout.default_collate
 
@@ -531,14 +531,9 @@ class DataLoader:
         """The batch in `leaves`, once the rows read_into did not read (codes
         per row of `todo`) are read another way."""
         ds = self.dataset
-        for k in np.flatnonzero(codes).tolist():
-            # 1: it left the store since the workers were told; 2: its own
-            # layout (read again, without a position: already read).
-            row, code = int(todo[k]), codes[k]
-            value = ds.load_miss(int(positions[row]), int(indices[row])) if code == 1 else \
-                ds.store.get(NO_POSITION, int(indices[row]))
-            if value is None:
-                value = ds.load_miss(NO_POSITION, int(indices[row]))
+        unread = np.flatnonzero(codes)
+        for row, value in unread_values(self, positions, indices, todo[unread].tolist(),
+                                        [codes[k] for k in unread]).items():
             if ds.transform is not None:
                 value = ds.transform(value)
             if not layout.write_row(leaves, row, value):

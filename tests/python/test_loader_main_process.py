@@ -149,3 +149,21 @@ def test_drop_last_tail_misses_load_in_workers(tmp_path):
         assert store.stats()["source_loads"] == len(tail)
     finally:
         store.close()
+
+
+def test_rows_let_go_after_they_were_found_load_in_a_worker(tmp_path, monkeypatch):
+    """A row the store held when the epoch began but let go before its read
+    (forced here: locate says every index is held, so no job loads any) is
+    loaded in a worker too, without a second read."""
+    counter = CallCounter(tmp_path / "calls")
+    source = LazySource(tmp_path / "items", counter)
+    store = open_store(tmp_path / "s")
+    try:
+        monkeypatch.setattr(store, "locate", lambda indices: np.ones(len(indices), np.uint8))
+        read_epoch(store, source, np.random.default_rng(3).permutation(N),
+                   multiprocessing_context="fork")
+        assert source.handle is None and counter.count == 0
+        st = store.stats()
+        assert st["source_loads"] == N and st["accesses"] == N, st  # each read once
+    finally:
+        store.close()
