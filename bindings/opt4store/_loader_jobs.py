@@ -31,6 +31,7 @@ auto-collation.
 import numpy as np
 import torch.utils.data
 
+from ._errors import InvalidArgumentError
 from .sampler import PlannedIndex, PlannedSampler
 from .store import NO_POSITION
 
@@ -360,12 +361,21 @@ def _drawn_batches(ds, planned, sampler, batch_sampler):
     yet (note_yielded), so that its state_dict() says where the loop is,
     as under torch's DataLoader without workers. Not when it began no epoch
     here or more than one (the counts are not of one epoch): its own rules
-    stand."""
+    stand. A sampler that reports a length must keep to it: one that draws
+    past it (an endless sampler) is refused, not drawn until memory runs
+    out; one without a length is drawn to its end."""
     if planned is None and isinstance(ds.sampler, PlannedSampler):
         planned = ds.sampler
     began = planned.position() if planned is not None else None
     out, marks = [], []
+    limit = _length(batch_sampler if batch_sampler is not None else sampler)
     for batch in batch_sampler if batch_sampler is not None else ([i] for i in sampler):
+        if len(out) == limit:
+            raise InvalidArgumentError(
+                f"the sampler drew more than the {limit} batches its len() says in one epoch: "
+                "opt4store.DataLoader draws an epoch whole when it starts, so its sampler must "
+                "end (an endless one, as mmengine's InfiniteSampler, cannot drive it; give the "
+                "CachedDataset's PlannedSampler, and iterate the loader once an epoch)")
         out.append((np.array([ds.position_of(i) for i in batch], dtype=np.uint64),
                     np.array([int(i) for i in batch], dtype=np.int64)))
         if planned is not None:
@@ -378,6 +388,14 @@ def _drawn_batches(ds, planned, sampler, batch_sampler):
     counts = ([0] + marks)[:len(out)] + [planned.handed_out()[1]]
     planned.note_yielded(0)
     return out, counts, None, planned, rows
+
+
+def _length(sampler):
+    """len(sampler), or None when it has no length."""
+    try:
+        return len(sampler)
+    except TypeError:
+        return None
 
 
 def torch_loader(loader, plan):

@@ -50,9 +50,10 @@ for every epoch with persistent_workers=True): correct, and slower.
 Assumptions, named: the loader's sampler is the CachedDataset's
 PlannedSampler (its plan drives the store), or a sampler whose reads are
 then unplanned; a batch_sampler= is iterated for the whole epoch at its
-start (the jobs and read-ahead use the plan), so it must end; a batch's
-memory is written again only once no tensor or view of it is left, so
-keeping a batch is safe (it costs a new buffer).
+start (the jobs and read-ahead use the plan), so it must end (drawing past
+its len() is refused); a batch's memory is written again only once no
+tensor or view of it is left, so keeping a batch is safe (it costs a new
+buffer).
 """
 
 import functools

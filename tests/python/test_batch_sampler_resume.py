@@ -4,7 +4,8 @@ start, so the PlannedSampler inside has then handed out every index; the
 loader tells it how far the loop got, so that sampler.state_dict() and
 loader.state_dict() taken in the loop's body are those of torch's
 DataLoader without workers, and a resume in a fresh store and loader yields
-exactly the batches not yet yielded."""
+exactly the batches not yet yielded. A sampler that draws past its len()
+(an endless one) is refused when the epoch starts."""
 
 import pytest
 import torch
@@ -203,4 +204,32 @@ def test_a_batch_sampler_that_skips_the_plannedsampler_leaves_it_alone(tmp_path)
     assert sampler.state_dict()["epoch"] == 0 and sampler.state_dict()["index"] == 0
     with pytest.raises(opt4store.InvalidArgumentError, match="PlannedSampler"):
         loader.state_dict()
+    store.close()
+
+
+class Endless:
+    """mmengine's InfiniteSampler's shape: a len() of one pass, indices
+    without end (here, to keep a failing loader from drawing until memory
+    runs out, an error 100 passes on)."""
+
+    def __len__(self):
+        return N
+
+    def __iter__(self):
+        for k in range(100 * N):
+            yield k % N
+        raise AssertionError("drawn 100 passes past len()")
+
+
+@pytest.mark.filterwarnings("ignore:.*not what the plan predicted:RuntimeWarning")
+@pytest.mark.parametrize("how", ["sampler", "batch_sampler", "items"])
+def test_an_endless_sampler_is_refused_at_the_epochs_start(tmp_path, how):
+    store, sampler, ds = cached(tmp_path / "store")
+    kwargs = {"sampler": {"sampler": Endless(), "batch_size": BATCH},
+              "batch_sampler": {"batch_sampler": torch.utils.data.BatchSampler(Endless(), BATCH,
+                                                                                False)},
+              "items": {"sampler": Endless(), "batch_size": None}}[how]
+    loader = opt4store.DataLoader(ds, **kwargs)
+    with pytest.raises(opt4store.InvalidArgumentError, match="must end"):
+        next(iter(loader))
     store.close()
