@@ -333,7 +333,7 @@ def _paced(iterator, stage, depth, pace, hand=None):
             item = stage(next(iterator))
         except StopIteration:
             return _END
-        except BaseException as e:  # noqa: B902  raised after the batch before it
+        except Exception as e:  # raised after the batch before it; Ctrl-C at once
             return _Failed(e)
         return item, time.thread_time() - c0, False
 

@@ -249,7 +249,11 @@ class DataLoader:
     # ---- iteration
 
     def __iter__(self):
-        return self._batches() if self._on_device is None else iter(self._on_device)
+        return self._batches() if self._on_device is None else self._device_batches()
+
+    def _device_batches(self):
+        # Holds the loader (OwnBatches holds it weakly) while its batches go.
+        yield from self._on_device
 
     def _general(self):
         return self.collate_fn is not None or self.batch_size is None and \

@@ -148,6 +148,21 @@ def test_native_loader_keeps_one_device_loader_and_is_freed_with_its_last_refere
         store.close()
 
 
+def test_a_loader_made_in_the_for_statement_lives_while_it_is_iterated(tmp_path):
+    # No name holds such a loader: its iterator must, for its DeviceLoader
+    # holds it weakly ("meta" takes that path on any machine).
+    store = opt4store.Store(tmp_path / "s", ram_items=N, disk=0)
+    try:
+        ds = opt4store.CachedDataset(UniformDataset(N), store)
+        shapes = [tuple(b.shape) for b in opt4store.DataLoader(ds, batch_size=BATCH,
+                                                               device="meta")]
+        assert shapes == [(BATCH, 64)] * (N // BATCH)
+        first = next(iter(opt4store.DataLoader(ds, batch_size=BATCH, device="meta")))
+        assert first.device.type == "meta" and tuple(first.shape) == (BATCH, 64)
+    finally:
+        store.close()
+
+
 def test_device_loader_on_cpu_yields_the_batches():
     batches = [torch.arange(4), {"x": torch.ones(2)}]
     wrapped = opt4store.DeviceLoader(batches, "cpu")

@@ -150,6 +150,26 @@ def test_a_break_on_the_thread_stops_it_and_pulls_little_more():
     assert len(loader.loaded_by) <= 11 + 2 + 1
 
 
+def interrupted_at(n, at):
+    for k in range(n):
+        if k == at:
+            raise KeyboardInterrupt  # Ctrl-C while the batch loads
+        yield k
+
+
+def test_ctrl_c_while_the_callers_thread_loads_is_raised_at_once():
+    # A cheap loader loads here, each batch before the one before it is
+    # handed over: Ctrl-C there is not kept for the next step (which a loop
+    # that breaks at this one would never take).
+    got = []
+    with pytest.raises(KeyboardInterrupt):
+        for k in _paced(interrupted_at(20, 5), lambda b: b, 2, _Pace()):
+            got.append(k)
+            if k == 4:
+                break
+    assert got == [0, 1, 2, 3] and not fillers()
+
+
 def feed(pace, n, load_s, step_s, thread_cost_s=0.0):
     """Feeds pace what a loop measures whose batch loads in load_s of CPU
     and whose step takes step_s, thread_cost_s more while the thread runs
