@@ -59,7 +59,11 @@ class PlannedSampler(torch.utils.data.Sampler):
     store knows every next read (exact OPT with any sampler), and ``plan``
     gives it. Recording
     advances the base sampler's generator as iterating it does, ahead of
-    use: draw from that generator elsewhere and the order changes. A
+    use: draw from that generator elsewhere and the order changes. A base
+    sampler without a generator (an unseeded RandomSampler) gets one with a
+    seed drawn once, here, from torch's global generator (so that a resume
+    can record the same order): its order is not the one torch would give
+    under torch.manual_seed, and the global stream differs afterwards. A
     DataLoader worker holds the epochs recorded when it starts (the current
     one and those ahead); ``persistent_workers=True`` with a long plan keeps
     the first ones only, so in later epochs those workers skip the drift
@@ -68,8 +72,10 @@ class PlannedSampler(torch.utils.data.Sampler):
     ``state_dict()`` / ``load_state_dict()`` resume exactly in the middle of
     an epoch. The sampler counts the indices it handed to the DataLoader; a
     loader with workers fetches a few batches ahead of the training loop, so
-    pass ``consumed=`` (samples the loop has processed in this epoch) for an
-    exact count.
+    pass ``consumed=`` (samples the loop has processed in this epoch,
+    counted from the epoch's start: after a resume at index N, N plus those
+    processed since) for an exact count, or take the state after
+    ``set_epoch`` of the next epoch.
 
     A state_dict carries the plan's fingerprint (``self.fingerprint``), and
     loading it into a sampler whose plan differs is refused, as is one saved
@@ -151,17 +157,17 @@ class PlannedSampler(torch.utils.data.Sampler):
                 f"the sampler yielded index {int(ids.max())}; indices are below 2^32")
         self._window.put(epoch, ids.astype(np.uint32))
 
-    def _record_ahead(self, epoch=None, append=True):
+    def _record_ahead(self, epoch=None, append=True, through=0):
         """Records through EPOCHS_AHEAD epochs past `epoch` (default: the
-        next iter()'s), appending each new one to the bound stores (unless
-        `append` is false: the caller plans them anew); a long plan lets go
-        of epochs before the one before `epoch`. A short plan (at most
-        WHOLE_PLAN_READS) is recorded whole."""
+        next iter()'s) and through epoch `through`, appending each new one
+        to the bound stores (unless `append` is false: the caller plans
+        them anew); a long plan lets go of epochs before the one before
+        `epoch`. A short plan (at most WHOLE_PLAN_READS) is recorded whole."""
         epoch = self._epoch if epoch is None else epoch
         if self._keeps_whole():
             last, keep_from = self.epochs - 1, 0
         else:
-            last = min(epoch + EPOCHS_AHEAD, self.epochs - 1)
+            last = min(max(epoch + EPOCHS_AHEAD, through), self.epochs - 1)
             keep_from = max(0, min(epoch, self.epochs - 1) - 1)
         while self._recorder.next_epoch <= last:
             e = self._recorder.next_epoch
@@ -183,7 +189,8 @@ class PlannedSampler(torch.utils.data.Sampler):
         if not 0 <= epoch < self.epochs:
             raise InvalidArgumentError(f"epoch {epoch}: the plan has epochs 0 to {self.epochs - 1}")
         if epoch >= self._recorder.next_epoch:
-            self._record_ahead(epoch - EPOCHS_AHEAD)
+            # Kept from the epoch in progress on: iter() and readers need them.
+            self._record_ahead(through=epoch)
         ids = self._window.epoch_ids(epoch)
         if ids is None:
             raise InvalidArgumentError(
@@ -247,24 +254,24 @@ class PlannedSampler(torch.utils.data.Sampler):
         planned from there, as after load_state_dict). An epoch already begun
         cannot be read again: the plan only goes forward."""
         epoch = check_int("epoch", epoch)
-        if epoch == self._epoch:
-            return
         if epoch < self._epoch:
             raise InvalidArgumentError(
                 f"set_epoch({epoch}): epoch {self._epoch - 1} was read already and the plan "
                 f"only goes forward; the next epoch is {self._epoch} (to read an earlier "
                 "one again, make a new PlannedSampler and Store.bind it)")
-        if epoch >= self.epochs:
-            raise InvalidArgumentError(
-                f"set_epoch({epoch}): this PlannedSampler recorded {self.epochs} epochs "
-                f"(0 to {self.epochs - 1}); create it with more epochs")
-        self._epoch = epoch
-        self._start = 0
+        if epoch > self._epoch:
+            if epoch >= self.epochs:
+                raise InvalidArgumentError(
+                    f"set_epoch({epoch}): this PlannedSampler recorded {self.epochs} epochs "
+                    f"(0 to {self.epochs - 1}); create it with more epochs")
+            self._epoch = epoch
+            self._start = 0
+            self._record_ahead(append=False)
+            for store in self._stores:
+                self._plan_store(store)  # from the new start, as load_state_dict does
+        # state_dict() names this epoch from now on, with consumed=0 too.
         self._current_epoch = epoch
-        self._yielded = 0
-        self._record_ahead(append=False)
-        for store in self._stores:
-            self._plan_store(store)  # from the new start, as load_state_dict does
+        self._yielded = self._taken_from = self._start
 
     def note_yielded(self, count):
         """``count`` of the epoch's indices, from where it began (or resumed),
@@ -307,12 +314,20 @@ class PlannedSampler(torch.utils.data.Sampler):
 
     def state_dict(self, consumed=None):
         """Where to resume: the epoch in progress and the samples of it done.
-        Without ``consumed=``, mid-epoch, the indices handed out count as
-        done: refused when a bound store did not read them in this process
-        (DataLoader workers read them, and fetch ahead of the loop)."""
+        Without ``consumed=``, the indices handed out count as done (at the
+        epoch's end too): refused when a bound store did not read them here
+        (DataLoader workers read them, and fetch ahead of the loop).
+        ``consumed`` counts from the epoch's start, not from a resume point."""
         if consumed is None:
             self._check_count_is_exact()
-        done = self._yielded if consumed is None else check_int("consumed", consumed)
+            done = self._yielded
+        else:
+            done = check_int("consumed", consumed, maximum=self.epoch_length)
+            if done < self._taken_from:
+                raise InvalidArgumentError(
+                    f"state_dict(consumed={done}): this epoch resumed at index "
+                    f"{self._taken_from}, and consumed= counts from the epoch's start: pass "
+                    f"{self._taken_from} + the samples processed since the resume")
         epoch = self._current_epoch if self._epoch > 0 else 0
         if done >= self.epoch_length:
             epoch, done = epoch + 1, 0
@@ -352,19 +367,22 @@ class PlannedSampler(torch.utils.data.Sampler):
         return fingerprint
 
     def _check_count_is_exact(self):
-        if self._counted_by_loader or not self._stores or \
-                not 0 < self._yielded < self.epoch_length:
+        # Exact when nothing was handed out since the epoch began or resumed.
+        if self._counted_by_loader or not self._stores or self._yielded == self._taken_from:
             return
-        last = (self._current_epoch * self.epoch_length + self._yielded - 1) * self._stride + \
-            self._offset
+        # Read here: the last index handed out, or at the epoch's end any
+        # since it began (drop_last's tail is handed out, never read).
+        read = self._yielded - 1 if self._yielded < self.epoch_length else self._taken_from
+        last = (self._current_epoch * self.epoch_length + read) * self._stride + self._offset
         if any(store.last_position_read() >= last for store in self._stores):
             return
         raise InvalidArgumentError(
-            f"state_dict() without consumed=: {self._yielded} indices of epoch "
-            f"{self._current_epoch} were handed out, but not read in this process: a "
-            "DataLoader's workers read them and fetch batches ahead of the training loop, so "
-            "resuming there would skip samples. Pass consumed= (the samples the loop has "
-            "processed in this epoch), or use opt4store.DataLoader, whose state_dict() "
+            f"state_dict() without consumed=: {self._yielded} of the {self.epoch_length} "
+            f"indices of epoch {self._current_epoch} were handed out, but not read in this "
+            "process: a DataLoader's workers read them and fetch batches ahead of the training "
+            "loop, so resuming there would skip samples. Pass consumed= (the samples the loop "
+            "has processed in this epoch), or, at an epoch's end, take state_dict() after "
+            "set_epoch() of the next epoch; or use opt4store.DataLoader, whose state_dict() "
             "counts what it yielded")
 
     def load_state_dict(self, state):
@@ -396,19 +414,38 @@ class PlannedSampler(torch.utils.data.Sampler):
                 "load_state_dict: the state lacks an integer 'epoch' and 'index'")
         epoch = check_int("state['epoch']", state["epoch"])
         start = check_int("state['index']", state["index"])
-        if seed != self.seed:
+        if epoch > self.epochs or start and not (start < self.epoch_length and
+                                                 epoch < self.epochs):
+            raise InvalidArgumentError(
+                f"load_state_dict: epoch {epoch}, index {start} is not in this plan of "
+                f"{self.epochs} epochs of {self.epoch_length} indices (the index is below "
+                f"the epoch length; epoch {self.epochs}, the finished state, has index 0)")
+        first = min(epoch, self.epochs - 1)
+        lost = any(self._window.epoch_ids(e) is None
+                   for e in range(first, self._recorder.next_epoch))
+        # Recorded again from epoch 0 with our seed, or where the order follows
+        # from the epoch (no generator: DistributedSampler); the caller's
+        # generator cannot be rewound.
+        if lost and self.seed is None and hasattr(self.sampler, "generator"):
+            raise InvalidArgumentError(
+                f"load_state_dict: epoch {first} of this plan was read and let go (a plan of "
+                f"more than {WHOLE_PLAN_READS} reads is held a few epochs at a time), and the "
+                "base sampler's generator cannot be rewound to record it again; make a new "
+                "PlannedSampler (and Store.bind it) to resume there")
+        if seed != self.seed or lost:
             # Record this order again from its first epoch, with the saved
             # seed (bound CachedDatasets hold the same window, now refilled).
             self.seed = seed
-            self.sampler.generator = torch.Generator().manual_seed(seed)
+            if seed is not None:
+                self.sampler.generator = torch.Generator().manual_seed(seed)
             self._recorder = EpochRecorder(self.sampler)
             self._window.clear()
             self._whole = None
             self.fingerprint = fingerprint
         self._epoch = epoch
         self._start = start
-        self._current_epoch = self._epoch
-        self._yielded = self._start
+        self._current_epoch = epoch
+        self._yielded = self._taken_from = start
         self._record_ahead(append=False)  # the stores get the plan anew just below
         for store in self._stores:
             self._plan_store(store)
