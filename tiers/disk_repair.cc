@@ -158,6 +158,7 @@ Status DiskTier::Impl::Repair(DiskRepairReport* report) {
                            std::to_string(reserve) + "); nothing was changed: free space, then "
                            "run the repair again");
   }
+  for (const auto& entry : newest) report->largest_id = std::max(report->largest_id, entry.first);
   uint64_t released = 0;
   OPT4STORE_RETURN_IF_ERROR(ReleaseReserve(&released));
   Status s = RebuildIndex(index_dir, newest, watermarks, max_seq, report);

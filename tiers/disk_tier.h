@@ -206,6 +206,7 @@ struct DiskRepairReport {
   uint64_t older_versions = 0;   // valid records that a newer one of the same id replaces
   uint64_t damaged_bytes = 0;    // segment bytes that hold no valid record
   uint64_t metadata_keys = 0;    // PutMeta keys that the old index still held
+  ItemId largest_id = 0;         // the largest id indexed (with records > 0)
   // Ids that the old index (or its list of lost records) knew and that no
   // segment holds: gone for good.
   std::vector<ItemId> lost;

@@ -99,6 +99,12 @@ Status BuildStoreOptions(const CreateCommandOptions& o, StoreOptions* so) {
   if (so->ram && so->ram_items) {
     return Status::InvalidArgument("give --ram SIZE or --ram-items N, not both");
   }
+  // The manifest would keep it, and every open of the store would fail on it.
+  if ((so->ram && *so->ram == 0) || (so->ram_items && *so->ram_items == 0)) {
+    return Status::InvalidArgument(std::string(so->ram ? "--ram" : "--ram-items") +
+                                   ": must be more than 0 (a store's RAM tier holds what it "
+                                   "serves)");
+  }
   // Without a disk tier nothing is written under STORE: there would be no
   // store to create.
   if (!so->disk) {

@@ -27,6 +27,30 @@ struct RepairCommandOptions {
   std::string disk;
 };
 
+// What the repair did, as the report says; `done`: it wrote what it had to.
+std::string ReportText(const std::string& path, const StoreRepairReport& report, bool done) {
+  std::string out = "repaired " + path + ": " + Plural(report.records, "record") +
+                    " indexed from " + Plural(report.segments, "segment file") + "\n";
+  TextTable table({"", "value"});
+  table.AddRow({"older versions skipped", std::to_string(report.older_versions)});
+  table.AddRow({"damaged bytes skipped", FormatSize(report.damaged_bytes)});
+  table.AddRow({"records lost for good", std::to_string(report.lost.size())});
+  table.AddRow({"manifest", report.manifest_found ? "kept" : done ? "written anew" : "not written"});
+  out += "\n" + table.Render();
+  if (!report.lost.empty()) {
+    std::string ids;
+    for (size_t i = 0; i < report.lost.size() && i < kIdsShown; ++i) {
+      ids += (i ? ", " : "") + std::to_string(report.lost[i]);
+    }
+    if (report.lost.size() > kIdsShown) ids += ", ...";
+    out += "\nlost (no segment holds them; reads of them miss): " + ids + "\n";
+  }
+  if (!report.index_salvage.empty()) {
+    out += "\nthe old index could not be salvaged: " + report.index_salvage + "\n";
+  }
+  return out;
+}
+
 Status RunRepair(const RepairCommandOptions& o) {
   StoreOptions options;
   options.info_log = LogStoreWarning;
@@ -45,32 +69,22 @@ Status RunRepair(const RepairCommandOptions& o) {
   if (s.IsBusy()) {
     return ExplainBusy(o.path, s);
   }
-  if (s.IsCorruption() && !report.manifest_found && (o.dataset_size.empty() || o.disk.empty())) {
-    return Status::Corruption(s.message() + "; run 'opt4store repair " + o.path +
-                              " --dataset-size N --disk SIZE'");
+  if (!report.index_rebuilt) return s;
+  // The index was rebuilt whatever came after: its lost ids are known to
+  // this run only, so they are shown even when the manifest step failed.
+  std::string out = ReportText(o.path, report, s.ok());
+  if (s.ok()) return WriteStdout(out);
+  if (!report.manifest_found && s.IsInvalidArgument()) {
+    s = s.WithContext("--dataset-size");
+  } else if (report.manifest_found && s.IsInvalidArgument()) {
+    s = Status::InvalidArgument(s.message() + " (a budget changes at an open: Store(disk=...))");
+  } else if (s.IsCorruption() && !report.manifest_found &&
+             (o.dataset_size.empty() || o.disk.empty())) {
+    s = Status::Corruption(s.message() + "; run 'opt4store repair " + o.path +
+                           " --dataset-size N --disk SIZE'");
   }
-  OPT4STORE_RETURN_IF_ERROR(s);
-
-  std::string out = "repaired " + o.path + ": " + Plural(report.records, "record") +
-                    " indexed from " + Plural(report.segments, "segment file") + "\n";
-  TextTable table({"", "value"});
-  table.AddRow({"older versions skipped", std::to_string(report.older_versions)});
-  table.AddRow({"damaged bytes skipped", FormatSize(report.damaged_bytes)});
-  table.AddRow({"records lost for good", std::to_string(report.lost.size())});
-  table.AddRow({"manifest", report.manifest_found ? "kept" : "written anew"});
-  out += "\n" + table.Render();
-  if (!report.lost.empty()) {
-    std::string ids;
-    for (size_t i = 0; i < report.lost.size() && i < kIdsShown; ++i) {
-      ids += (i ? ", " : "") + std::to_string(report.lost[i]);
-    }
-    if (report.lost.size() > kIdsShown) ids += ", ...";
-    out += "\nlost (no segment holds them; reads of them miss): " + ids + "\n";
-  }
-  if (!report.index_salvage.empty()) {
-    out += "\nthe old index could not be salvaged: " + report.index_salvage + "\n";
-  }
-  return WriteStdout(out);
+  OPT4STORE_RETURN_IF_ERROR(WriteStdout(out));
+  return s;
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // opt4store verify: re-reads every record of the disk tier and checks it
 // (CRC32C, header, id), then lists each one that fails, and each record an
-// open had to drop (its segment file deleted or cut short). Nothing is
-// changed: a corrupt record stays until a read meets it (and drops it) or
-// compaction; a lost one is listed until a Put stores it again or repair.
+// open had to drop (its segment file deleted or cut short). Nothing it
+// finds is changed: a corrupt record stays until a read meets it (and drops
+// it) or compaction; a lost one is listed until a Put stores it again or
+// repair. (Its admin open recovers as any open does: a torn tail is cut.)
 #include <memory>
 #include <string>
 #include <utility>

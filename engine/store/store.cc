@@ -297,33 +297,61 @@ Status Store::Open(const StoreOptions& options, const std::string& path,
 Status Store::Repair(const StoreOptions& options, const std::string& path,
                      StoreRepairReport* report) {
   *report = StoreRepairReport();
-  if (path.empty() || access(path.c_str(), F_OK) != 0) return Status::NotFound("no store at " + path);
+  // Not any directory: one that holds neither is no store (a repair would
+  // make one half).
+  if (path.empty() || (access((path + "/index").c_str(), F_OK) != 0 &&
+                       access((path + "/segments").c_str(), F_OK) != 0)) {
+    return Status::NotFound("no store at " + path + " (neither index/ nor segments/ there)");
+  }
   DiskTierOptions d;
   d.env = options.env;
   DiskRepairReport r;
   OPT4STORE_RETURN_IF_ERROR(DiskTier::Repair(d, path, &r));
+  report->index_rebuilt = true;
+  report->largest_id = r.largest_id;
   report->segments = r.segments;
   report->records = r.records;
   report->older_versions = r.older_versions;
   report->damaged_bytes = r.damaged_bytes;
   report->lost = std::move(r.lost);
   report->index_salvage = std::move(r.index_salvage);
-  report->manifest_found = r.metadata_keys > 0;
-  // The manifest: an admin open reads it, or writes a new one from the
-  // dataset size and budget given.
+  // The manifest: an admin open reads it, as it is; where it was lost with
+  // the old index (that open fails with Corruption), the dataset size and
+  // budget given write a new one.
   StoreOptions o = options;
   o.disk_only = true;
   o.create_if_missing = false;
+  StoreOptions as_kept = o;
+  as_kept.dataset_size.reset();
+  as_kept.disk.reset();
   std::unique_ptr<Store> store;
-  Status s = Open(o, path, &store);
-  if (!s.ok() && !(options.dataset_size && options.disk) && !report->manifest_found) {
+  Status s = Open(as_kept, path, &store);
+  report->manifest_found = s.ok();
+  if (s.ok()) {
+    OPT4STORE_RETURN_IF_ERROR(store->Close());
+    if (!options.dataset_size && !options.disk) return Status::OK();
+    return Status::InvalidArgument(
+        "the index of " + path + " was rebuilt and its manifest kept, with its dataset size and "
+        "disk budget: the dataset size and disk budget given are for a store whose manifest "
+        "was lost, and were not applied");
+  }
+  if (!s.IsCorruption()) return s;
+  if (!options.dataset_size || !options.disk) {
     return Status::Corruption("the index of " + path + " was rebuilt (" +
                               std::to_string(report->records) +
                               " records), but the store's manifest (settings, plan, cursor) "
                               "was lost with the old index: give the dataset size and the disk "
                               "budget to write a new one (" + s.message() + ")");
   }
-  OPT4STORE_RETURN_IF_ERROR(s);
+  if (report->records > 0 && report->largest_id >= *options.dataset_size) {
+    return Status::InvalidArgument(
+        "the index of " + path + " was rebuilt, but its segments hold id " +
+        std::to_string(report->largest_id) + ", which a dataset of " +
+        std::to_string(*options.dataset_size) + " items does not: no manifest was written; "
+        "repair again with the store's real dataset size (more than " +
+        std::to_string(report->largest_id) + ")");
+  }
+  OPT4STORE_RETURN_IF_ERROR(Open(o, path, &store));
   return store->Close();
 }
 

@@ -132,6 +132,8 @@ struct StoreRepairReport {
   std::vector<ItemId> lost;     // ids the old index knew that no segment holds
   std::string index_salvage;    // what failed while salvaging the old index ("" if nothing)
   bool manifest_found = false;  // the settings, plan and cursor survived in the old index
+  bool index_rebuilt = false;   // the rest of the report holds (even when Repair failed after)
+  ItemId largest_id = 0;        // the largest id indexed (with records > 0)
 };
 
 class Store {
@@ -151,9 +153,16 @@ class Store {
   // The manifest lives beside the index: what RocksDB can salvage of it is
   // kept. When it is gone, options.dataset_size and options.disk write a new
   // one; without them Repair rebuilds the index all the same and returns
-  // Corruption saying what to give. Only the process that would own the
-  // store may repair it: Busy while another has it open.
-  // Returns: OK, NotFound (no store at path), Busy, Corruption, IOError.
+  // Corruption saying what to give. Given for a store whose manifest was
+  // kept, they are not applied (the manifest's stand: a repair changes no
+  // budget) and Repair returns InvalidArgument saying so; a dataset size
+  // that does not hold an id the segments hold writes no manifest
+  // (InvalidArgument, naming the id). report->index_rebuilt tells whether
+  // the report holds, whatever Repair returns: its lost ids are known only
+  // to this repair. Only the process that would own the store may repair
+  // it: Busy while another has it open.
+  // Returns: OK, NotFound (no store at path: neither index/ nor segments/),
+  // Busy, InvalidArgument, Corruption, IOError.
   static Status Repair(const StoreOptions& options, const std::string& path,
                        StoreRepairReport* report);
 
