@@ -1,11 +1,13 @@
 // A fake set of tiers for Residency on its own (residency.h): plain
 // containers play the RAM tier, the disk tier's presence bits and next-use
 // ranks, and the readers' consumed and in-progress marks, and record what
-// the residency asks of them.
+// the residency asks of them; ReadInOrder steps a residency as the store's
+// owner does for one reader.
 #ifndef OPT4STORE_TESTS_RESIDENCY_FAKE_TIERS_H_
 #define OPT4STORE_TESTS_RESIDENCY_FAKE_TIERS_H_
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -68,6 +70,32 @@ class FakeTiers : public ResidencyTiers {
   uint64_t item_bytes = 100;
   uint64_t evictions = 0;
 };
+
+// The store's owner with one reader, position by position: plan ahead of
+// the reader (SyncPlanning), read RAM, mark the position consumed, and on a
+// miss Put the value (into RAM if wanted). Returns the RAM hits.
+inline uint64_t ReadInOrder(opt4store::Residency* r, FakeTiers* tiers,
+                            const std::vector<ItemId>& ids, uint64_t depth,
+                            uint64_t capacity_items, bool note_sizes) {
+  uint64_t hits = 0;
+  for (uint64_t p = 0; p < ids.size(); ++p) {
+    r->AdvanceFrontier(p, 0);
+    r->PlanAhead(std::max(p + 1, r->frontier() + depth), 0, p);
+    const ItemId id = ids[p];
+    const bool hit = tiers->InRam(id);
+    tiers->consumed[p] = id;
+    if (hit) {
+      ++hits;
+      continue;
+    }
+    if (note_sizes) r->NoteSize(id, tiers->item_bytes);
+    if (p >= r->planned()) r->PlanAhead(p + 1, p + 1, p);
+    if (r->Wanted(p, id, tiers->item_bytes)) tiers->ram.insert(id);
+    INFO("position " << p);
+    REQUIRE(tiers->ram.size() <= capacity_items);
+  }
+  return hits;
+}
 
 }  // namespace opt4store_test
 

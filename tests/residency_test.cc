@@ -25,6 +25,7 @@ namespace opt4store {
 namespace {
 
 using opt4store_test::FakeTiers;
+using opt4store_test::ReadInOrder;
 using opt4store_test::PlanIds;
 using opt4store_test::ShufflePlan;
 
@@ -49,31 +50,6 @@ PlanSpec ReplacementPlan(uint64_t n, uint64_t epochs, uint64_t seed) {
   PlanSpec p = ShufflePlan(n, epochs, seed);
   p.kind = SamplerKind::kReplacement;
   return p;
-}
-
-// The store's owner with one reader, position by position: plan ahead of
-// the reader (SyncPlanning), read RAM, mark the position consumed, and on a
-// miss Put the value (into RAM if wanted). Returns the RAM hits.
-uint64_t ReadInOrder(Residency* r, FakeTiers* tiers, const std::vector<ItemId>& ids,
-                     uint64_t depth, uint64_t capacity_items, bool note_sizes) {
-  uint64_t hits = 0;
-  for (uint64_t p = 0; p < ids.size(); ++p) {
-    r->AdvanceFrontier(p, 0);
-    r->PlanAhead(std::max(p + 1, r->frontier() + depth), 0, p);
-    const ItemId id = ids[p];
-    const bool hit = tiers->InRam(id);
-    tiers->consumed[p] = id;
-    if (hit) {
-      ++hits;
-      continue;
-    }
-    if (note_sizes) r->NoteSize(id, tiers->item_bytes);
-    if (p >= r->planned()) r->PlanAhead(p + 1, p + 1, p);
-    if (r->Wanted(p, id, tiers->item_bytes)) tiers->ram.insert(id);
-    INFO("position " << p);
-    REQUIRE(tiers->ram.size() <= capacity_items);
-  }
-  return hits;
 }
 
 TEST_CASE("Residency: one reader in order hits exactly what Belady's OPT hits", "[residency]") {

@@ -188,10 +188,6 @@ void Residency::PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_
       break;  // wait for the Put that brings this item's size
     }
     if (!stream_->Next(&a, &reveal)) break;
-    if (reveal.valid) {
-      policy_->OnReveal(reveal);
-      NoteReveal(reveal.id, reveal.next);
-    }
     evicted_.clear();
     const bool hit = policy_->Step(a, CostOf(a.id), &evicted_);
     const uint32_t index = static_cast<uint32_t>(a.pos & (options_.ring_slots - 1));
@@ -221,6 +217,14 @@ void Residency::PlanAhead(uint64_t limit, uint64_t force_through, uint64_t high_
       // position would wait for nothing once the tier let it go). If the
       // tier lets it go before that read, ExpectNextLoad expects it then.
       tiers_->ExpectPut(a.id, a.pos);
+    }
+    // A read coming into the window after this step, as the simulator's
+    // StepBatch has it: the step would undo a reveal of its own id (its
+    // next read is the one revealed), and a power-of-two window's ring
+    // would take the revealed key, now + window, for now.
+    if (reveal.valid) {
+      policy_->OnReveal(reveal);
+      NoteReveal(reveal.id, reveal.next);
     }
     RankOnDisk(a.id, 0);
     for (ItemId v : evicted_) MaybeEvict(v);
