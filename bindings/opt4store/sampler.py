@@ -10,10 +10,15 @@ from ._epochs import EpochRecorder, PlanWindow, rank_epoch
 from ._checks import check_int
 from ._errors import InvalidArgumentError, InvalidTypeError
 
-# Epochs recorded past the one being read: the store's planner runs into
-# the next epoch before the sampler begins it, and the epoch after the one
-# it plans holds every next read of a permutation epoch (OPT stays exact).
+# Epochs recorded past the one being read (at least): the store's planner
+# runs into the next epoch before the sampler begins it, and the epoch
+# after the one it plans holds every next read of a permutation epoch (OPT
+# stays exact). Short epochs take more (PlannedSampler._ahead).
 EPOCHS_AHEAD = 2
+# How far the store's planner may run ahead of its readers: the largest
+# prefetch_depth a store takes (ControlBlock::kRingSize / 4). The epochs
+# recorded ahead span it and one epoch more.
+PLANNER_REACH = 1 << 14
 # A plan of at most this many reads (32 MiB as int64) is recorded whole at
 # creation, as before lazy recording: the store knows every next read, and
 # ``plan`` gives it. A longer one is recorded EPOCHS_AHEAD epochs ahead and
@@ -43,8 +48,9 @@ class PlannedSampler(torch.utils.data.Sampler):
     InvalidArgumentError when it is recorded).
 
     Epochs are recorded lazily, in order, as int64 arrays: at creation the
-    first 1 + EPOCHS_AHEAD, and when the sampler begins epoch e, those
-    through e + EPOCHS_AHEAD, each appended to the bound stores' open plan
+    first 1 + A, and when the sampler begins epoch e, those through e + A
+    (A = EPOCHS_AHEAD, or for epochs shorter than PLANNER_REACH enough to
+    span it and one epoch more), each appended to the bound stores' open plan
     then (Store.append_plan), an epoch and more before readers reach it. So
     the store always knows the epoch after the one it plans: with a
     permutation per epoch every item's next read is known and OPT is exact,
@@ -120,6 +126,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._recorder = EpochRecorder(sampler)
         first = self._recorder.record()
         self.epoch_length = len(first)
+        self._ahead = max(EPOCHS_AHEAD, 1 + -(-PLANNER_REACH // max(1, self.epoch_length)))
         self._window = PlanWindow(self.epoch_length, self.epochs)
         self._whole = None  # the whole plan, once `plan` built it
         self._accept(0, first)
@@ -158,7 +165,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._window.put(epoch, ids.astype(np.uint32))
 
     def _record_ahead(self, epoch=None, append=True, through=0):
-        """Records through EPOCHS_AHEAD epochs past `epoch` (default: the
+        """Records through _ahead epochs past `epoch` (default: the
         next iter()'s) and through epoch `through`, appending each new one
         to the bound stores (unless `append` is false: the caller plans
         them anew); a long plan lets go of epochs before the one before
@@ -167,7 +174,7 @@ class PlannedSampler(torch.utils.data.Sampler):
         if self._keeps_whole():
             last, keep_from = self.epochs - 1, 0
         else:
-            last = min(max(epoch + EPOCHS_AHEAD, through), self.epochs - 1)
+            last = min(max(epoch + self._ahead, through), self.epochs - 1)
             keep_from = max(0, min(epoch, self.epochs - 1) - 1)
         while self._recorder.next_epoch <= last:
             e = self._recorder.next_epoch

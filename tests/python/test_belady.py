@@ -9,6 +9,7 @@ import torch
 import torch.utils.data
 
 import opt4store
+import opt4store.sampler as sampler_module
 from o4s_testlib import (UniformDataset, belady_hits, belady_hits_scan, check_epoch,
                          epoch_then_part_of_the_next, optimal_hits_exhaustive, uniform_item)
 
@@ -172,5 +173,31 @@ def test_another_sampler_bound_to_the_store_finds_what_ram_holds(tmp_path, count
                                 stacked=True)
             assert wrong == [], wrong[:3]
         assert counter.count == 0, f"{counter.count} loaded again in the new stage"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", ["replacement", "weighted", "shuffled"])
+def test_a_lazily_recorded_plan_of_short_epochs_loads_what_belady_loads(tmp_path, counter,
+                                                                       monkeypatch, kind):
+    """A long plan is recorded a few epochs ahead of the reads. Epochs of
+    150 are shorter than the planner's reach (prefetch_depth 512): enough
+    of them are recorded that it still knows the next read of every item
+    it plans (before, 2 ahead: it planned into an epoch whose next reads
+    were not recorded yet, and loaded more than Belady)."""
+    whole = [int(i) for i in opt4store.PlannedSampler(base_sampler(kind, 5), EPOCHS).plan]
+    monkeypatch.setattr(sampler_module, "WHOLE_PLAN_READS", 0)
+    capacity = 10
+    store = opt4store.Store(tmp_path / "store", ram_items=capacity, disk=0)
+    sampler = opt4store.PlannedSampler(base_sampler(kind, 5), epochs=EPOCHS)
+    ds = opt4store.CachedDataset(UniformDataset(N, counter=counter), store, sampler)
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=0)
+    try:
+        for epoch in range(EPOCHS):
+            for _ in loader:
+                pass
+        st = store.stats()
+        assert st["accesses"] == len(whole) and st["drift"] == 0, st
+        assert st["source_loads"] == len(whole) - belady_hits(whole, capacity), st
     finally:
         store.close()

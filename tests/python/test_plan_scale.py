@@ -27,6 +27,7 @@ BATCH = 10
 def lazy(monkeypatch):
     """Every plan counts as long: recorded EPOCHS_AHEAD epochs ahead."""
     monkeypatch.setattr(sampler_module, "WHOLE_PLAN_READS", 0)
+    monkeypatch.setattr(sampler_module, "PLANNER_REACH", 0)  # EPOCHS_AHEAD alone
 
 
 def random_sampler(seed=7, replacement=False, num_samples=None, n=N):
@@ -126,9 +127,12 @@ def test_with_replacement_the_window_can_cost_hits(tmp_path, monkeypatch):
     epochs); OPT ranks such items after everything known, in no known order
     among themselves, until their epoch is appended. Measured against the
     fully recorded plan: 421 hits against 465 (-9.5%) here, N=120, 7 epochs,
-    capacity 30 (bench/README.md quotes it). Epochs this short (below the
-    planner's 512-position lead) are the worst case: the planner reaches
-    the end of what is known before the next epoch is appended."""
+    capacity 30 (bench/README.md quotes it), with 2 epochs recorded ahead
+    (PLANNER_REACH 0, as for epochs past the planner's reach): epochs this
+    short then are the worst case, the planner reaching the end of what is
+    known before the next epoch is appended. The sampler records short
+    epochs further ahead (test_belady's lazily recorded case)."""
+    monkeypatch.setattr(sampler_module, "PLANNER_REACH", 0)
     capacity = 30
     hits = {}
     for mode, limit in (("whole", 1 << 22), ("lazy", 0)):

@@ -66,6 +66,7 @@ def rest_of_run(sampler):
 def lazy(monkeypatch):
     """Every plan counts as long: held a few epochs at a time."""
     monkeypatch.setattr(sampler_module, "WHOLE_PLAN_READS", 0)
+    monkeypatch.setattr(sampler_module, "PLANNER_REACH", 0)  # EPOCHS_AHEAD alone
 
 
 def test_epoch_end_handed_out_to_workers_needs_consumed(tmp_path):
