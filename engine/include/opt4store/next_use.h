@@ -22,8 +22,11 @@
 // There, kFar means "not read again before the end of what is known (or of
 // the window)": an id whose next read lies in an epoch not yet appended is
 // ranked as far until that epoch comes, and the reveal follows then. With
-// every epoch a permutation and the epoch after the current one known, no
-// id's next read is unknown, so OPT is exact as with the whole plan.
+// every epoch a permutation, the epoch after the current one known and a
+// window of two epochs, no id's next read is unknown, so OPT is exact as
+// with the whole plan. The default window (8 Mi positions) spans two epochs
+// of up to 4 Mi reads; past that, next reads in the next epoch can be
+// ranked far (simulate counts such decisions as ambiguous).
 //
 // Thread safety: not thread-safe; one owner.
 #ifndef OPT4STORE_NEXT_USE_H_

@@ -5,9 +5,9 @@
 // The policies:
 //   opt       Belady's MIN with bypass. On a hit the item's priority becomes
 //             its next use. On a miss the item is not admitted if it is never
-//             read again, or if its next use is no sooner than that of every
-//             item that would have to leave to make room; otherwise the items
-//             read furthest in the future leave, one by one, until it fits.
+//             read again, or if any item that would have to leave to make
+//             room (taken furthest next use first) is read no later than it;
+//             otherwise those items leave, one by one, until it fits.
 //             With uniform sizes this maximises hits (tests check it against
 //             an exhaustive search). With sizes it is "furthest next use
 //             first", the usual variable-size generalisation.
