@@ -32,6 +32,17 @@ def _is_leaf(value):
     return isinstance(value, int) and -(1 << 63) <= value < (1 << 63)
 
 
+def resolved(value):
+    """value with each conjugate or negative view tensor made plain, as the
+    store keeps it: a worker sends values back through torch's
+    multiprocessing pickler, which drops those bits."""
+    def plain(leaf):
+        if isinstance(leaf, torch.Tensor) and (leaf.is_conj() or leaf.is_neg()):
+            return leaf.resolve_conj().resolve_neg()
+        return leaf
+    return _map_leaves(value, plain)
+
+
 def _map_leaves(value, fn):
     """value with each leaf replaced by fn(leaf), in the encoder's order
     (depth first, containers in iteration order), containers keeping their
@@ -53,7 +64,7 @@ class NoLayout(Exception):
 def encode(value):
     """(meta, [(offset, uint8 tensor)], payload size) as the store keeps
     value; the pieces may share value's memory."""
-    if type(value) is torch.Tensor and value.dtype in _values.TORCH_DTYPE_NAMES:
+    if _values.plain_tensor(value):
         t = value.detach().cpu().resolve_conj().resolve_neg().contiguous()
         meta = _core.encode_header(_values.TORCH_DTYPE_NAMES[t.dtype], list(t.shape),
                                    _values.TAG_TENSOR, b"")
@@ -399,7 +410,10 @@ class _BatchPool:
         return self._tensors(arrays, refs, rows)
 
     def _tensors(self, arrays, refs, rows):
+        # A leaf of no elements (a detection sample without boxes) has no
+        # memory to view: torch.from_numpy gives it stride 0, which view refuses.
         return [torch.from_numpy(_lent_view(a, refs)).view(dtype).view((rows,) + shape)
+                if a.size else torch.empty((rows,) + shape, dtype=dtype)
                 for a, dtype, shape in zip(arrays, self.dtypes, self.shapes)]
 
 

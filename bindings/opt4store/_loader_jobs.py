@@ -31,6 +31,7 @@ auto-collation.
 import numpy as np
 import torch.utils.data
 
+from ._batch_layout import resolved
 from ._errors import InvalidArgumentError
 from .sampler import PlannedIndex, PlannedSampler
 from .store import NO_POSITION
@@ -125,7 +126,7 @@ def load_rows(ds, layout, leaves, positions, indices, rows, known=None, defer_pu
         else:
             if k in deferred:
                 ds.store.put(int(positions[k]), int(indices[k]), value)
-            other[int(row)] = value
+            other[int(row)] = resolved(value)
     return written, other, to_store
 
 
@@ -291,9 +292,11 @@ class SendBack(Filler):
     def __getitem__(self, job):
         positions, indices, read = job
         if read:
-            return self._cached.load_batch(np.asarray(positions, dtype=np.uint64),
-                                           np.asarray(indices, dtype=np.int64))
-        return [self._cached.load_miss(p, i) for p, i in zip(positions, indices)]
+            values = self._cached.load_batch(np.asarray(positions, dtype=np.uint64),
+                                             np.asarray(indices, dtype=np.int64))
+        else:
+            values = [self._cached.load_miss(p, i) for p, i in zip(positions, indices)]
+        return [resolved(value) for value in values]
 
 
 def one_job(batch):

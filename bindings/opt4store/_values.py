@@ -79,7 +79,19 @@ _ARRAY_DTYPES = {("b", 1), ("u", 1), ("i", 1), ("u", 2), ("i", 2), ("u", 4), ("i
 
 
 def _supported_array(a):
-    return (a.dtype.kind, a.dtype.itemsize) in _ARRAY_DTYPES and a.dtype.fields is None
+    """An array the value header can hold: of numpy's own type (a subclass,
+    MaskedArray or matrix, goes through pickle, which keeps its class and
+    mask; a memmap's data is an array's), of a dtype the header names."""
+    return (type(a) is np.ndarray or isinstance(a, np.memmap)) and \
+        (a.dtype.kind, a.dtype.itemsize) in _ARRAY_DTYPES and a.dtype.fields is None
+
+
+def plain_tensor(value):
+    """True for a tensor the store keeps as its bytes: torch.Tensor itself
+    (no subclass, no attributes), strided (not sparse), of a dtype the
+    header names. Anything else goes through pickle."""
+    return type(value) is torch.Tensor and value.layout is torch.strided and \
+        value.dtype in TORCH_DTYPE_NAMES and not value.__dict__
 
 
 def _structurable(value, depth=0):
@@ -87,8 +99,8 @@ def _structurable(value, depth=0):
     leaf keeps no class), arrays and plain values."""
     if depth > 32:
         return False
-    if type(value) is torch.Tensor:
-        return value.dtype in TORCH_DTYPE_NAMES
+    if isinstance(value, torch.Tensor):
+        return plain_tensor(value)
     if isinstance(value, np.ndarray):
         return _supported_array(value)
     if isinstance(value, (np.generic,) + _PLAIN):
@@ -178,7 +190,7 @@ def encode_parts(value, warn_once=None):
         _warned_pickle = True
         warnings.warn(message, RuntimeWarning, stacklevel=4)
     try:
-        pickled = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        pickled = _pickled(value)
     except (pickle.PicklingError, AttributeError, TypeError):
         plain = _plain_tensors(value)
         if plain is value:
@@ -187,6 +199,34 @@ def encode_parts(value, warn_once=None):
         return encode_parts(plain, warn_once)
     data = np.frombuffer(pickled, np.uint8)
     return _core.encode_header("bytes", [data.nbytes], TAG_PICKLE, b""), [(0, data)], data.nbytes
+
+
+def _pickled(value):
+    """pickle.dumps(value), each tensor subclass, and each tensor with
+    attributes, reduced here to (class, plain tensor, attributes): torch
+    1.13 under Python 3.11 pickles a subclass without attributes with a
+    state of None that its own rebuild cannot load back, and a plain
+    tensor's attributes not at all."""
+    out = io.BytesIO()
+    _SubclassPickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return out.getvalue()
+
+
+class _SubclassPickler(pickle.Pickler):
+    def reducer_override(self, obj):
+        # A subclass, or a plain tensor with attributes (torch 1.13 drops
+        # them); a Parameter keeps torch's own reduction.
+        if isinstance(obj, torch.Tensor) and not isinstance(obj, torch.nn.Parameter) and \
+                (type(obj) is not torch.Tensor or obj.__dict__):
+            return _rebuild_subclass, (type(obj), obj.as_subclass(torch.Tensor),
+                                       dict(getattr(obj, "__dict__", None) or {}))
+        return NotImplemented
+
+
+def _rebuild_subclass(cls, plain, attributes):
+    value = plain.as_subclass(cls)
+    value.__dict__.update(attributes)
+    return value
 
 
 def _pickle_skeleton(skeleton):
@@ -381,8 +421,9 @@ def same_value(stored, loaded):
     if isinstance(loaded, np.ndarray) or isinstance(stored, np.ndarray):
         if not (isinstance(loaded, np.ndarray) and isinstance(stored, np.ndarray)):
             return False
-        if stored.dtype != loaded.dtype or stored.shape != loaded.shape:
-            return False
+        if stored.dtype.newbyteorder("=") != loaded.dtype.newbyteorder("=") or \
+                stored.shape != loaded.shape:
+            return False  # byte order aside: the store keeps arrays little-endian
         try:
             return bool(np.array_equal(stored, loaded, equal_nan=stored.dtype.kind in "fc"))
         except TypeError:
@@ -393,8 +434,9 @@ def same_value(stored, loaded):
     if isinstance(loaded, (tuple, list)) and isinstance(stored, (tuple, list)):
         return len(stored) == len(loaded) and \
             all(same_value(s, x) for s, x in zip(stored, loaded))
-    if isinstance(loaded, float) and isinstance(stored, float) and loaded != loaded:
-        return stored != stored  # NaN
+    if isinstance(loaded, (float, np.floating, np.complexfloating)) and \
+            isinstance(stored, (float, np.floating, np.complexfloating)) and loaded != loaded:
+        return stored != stored  # NaN (a numpy scalar's too)
     if type(loaded).__eq__ is not object.__eq__:
         try:
             return bool(stored == loaded)

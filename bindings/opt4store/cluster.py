@@ -68,7 +68,7 @@ def raw_value(value):
     if isinstance(value, tuple) and len(value) == 3 and isinstance(value[1], bytes) and \
             isinstance(value[2], torch.Tensor):
         return value[1], value[2].numpy()
-    if type(value) is torch.Tensor and value.dtype in _values.TORCH_DTYPE_NAMES:  # as Store.put
+    if _values.plain_tensor(value):  # as Store.put
         t = value.detach().cpu().resolve_conj().resolve_neg().contiguous()
         meta = _core.encode_header(_values.TORCH_DTYPE_NAMES[t.dtype], list(t.shape),
                                    _values.TAG_TENSOR, b"")

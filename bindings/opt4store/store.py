@@ -460,7 +460,7 @@ class Store:
         if self._peer_reader is not None:
             index = int(self._peer_reader.store_ids((position,), (index,))[0])
         # A tensor subclass (its class and attributes) goes through pickle.
-        if type(value) is torch.Tensor and value.dtype in _values.TORCH_DTYPE_NAMES:
+        if _values.plain_tensor(value):
             core.put_tensor(position, index, value)
             return
         try:

@@ -1,0 +1,145 @@
+"""Values a real dataset returns that the store once got wrong: a leaf with
+no elements (a detection sample without boxes), conjugate and negative
+views sent back by a worker, sparse tensors, numpy array subclasses
+(MaskedArray keeps its mask), tensor subclasses without attributes and
+plain tensors with some, big-endian arrays, and NaN numpy scalars at the
+spot check. Each is read back (a miss, then a hit) and batched as torch's
+DataLoader does."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data
+
+import opt4store
+from o4s_testlib import assert_same
+
+N = 8
+BATCH = 4
+
+pytestmark = pytest.mark.filterwarnings("ignore:opt4store. caching:RuntimeWarning")
+
+
+class Sub(torch.Tensor):
+    """A tensor subclass with no attributes of its own."""
+
+
+class Items(torch.utils.data.Dataset):
+    def __init__(self, make):
+        self.make = make
+
+    def __len__(self):
+        return N
+
+    def __getitem__(self, i):
+        return self.make(int(i))
+
+
+def no_boxes(i):
+    return torch.full((2,), float(i)), np.zeros((0, 4), np.float32)
+
+
+def views(i):
+    z = torch.full((2,), i + 1j, dtype=torch.complex64).conj()
+    return z, (torch.arange(2.0) + 1 + i)._neg_view()
+
+
+def masked(i):
+    return np.ma.masked_array([float(i), 1.0], mask=[False, True])
+
+
+def subclass(i):
+    return (torch.zeros(2) + i).as_subclass(Sub), i
+
+
+def noted(i):
+    t = torch.full((2,), float(i))
+    t.note = f"item {i}"
+    return t
+
+
+def big_endian(i):
+    return np.arange(3, dtype=">f4") + i, i
+
+
+def nan_label(i):
+    return torch.full((2,), float(i)), np.float32("nan")
+
+
+def loaded_twice(tmp_path, make, name="store"):
+    """(the value of a miss, of a hit) for every item, through a CachedDataset."""
+    store = opt4store.Store(tmp_path / name, ram_items=2, disk="16MiB")  # hits from disk too
+    try:
+        ds = opt4store.CachedDataset(Items(make), store)
+        return [ds[i] for i in range(N)], [ds[i] for i in range(N)]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("make", [no_boxes, views, masked, subclass, noted, big_endian])
+def test_a_hit_gives_back_what_the_dataset_gave(tmp_path, make):
+    misses, hits = loaded_twice(tmp_path, make)
+    for i in range(N):
+        expected = make(i)
+        if make is views:  # the store keeps a view's values, not its lazy bit
+            expected = tuple(t.resolve_conj().resolve_neg() for t in expected)
+        assert_same(misses[i], expected, f"miss {i}")
+        if make is big_endian:  # kept little-endian: same values, native order
+            assert hits[i][0].dtype == np.dtype("<f4")
+            assert np.array_equal(hits[i][0], expected[0]) and hits[i][1] == i
+        else:
+            assert_same(hits[i], expected, f"hit {i}")
+    if make is masked:
+        assert isinstance(hits[0], np.ma.MaskedArray) and hits[0].mask.tolist() == [False, True]
+    if make is subclass:
+        assert type(hits[0][0]) is Sub
+    if make is noted:
+        assert hits[3].note == "item 3"
+
+
+def test_sparse_tensors_are_stored_and_batched(tmp_path):
+    def sparse(i):
+        return (torch.eye(3) * (i + 1)).to_sparse(), i
+
+    misses, hits = loaded_twice(tmp_path, sparse)
+    for i in range(N):
+        assert hits[i][0].is_sparse and hits[i][1] == i
+        assert torch.equal(hits[i][0].to_dense(), sparse(i)[0].to_dense())
+        assert torch.equal(misses[i][0].to_dense(), sparse(i)[0].to_dense())
+
+
+@pytest.mark.parametrize("make", [no_boxes, views])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_batches_equal_torchs(tmp_path, make, workers):
+    expected = list(torch.utils.data.DataLoader(Items(make), batch_size=BATCH))
+    if make is views:
+        expected = [[t.resolve_conj().resolve_neg() for t in b] for b in expected]
+    store = opt4store.Store(tmp_path / "store", ram_items=2 * N, disk="16MiB")
+    sampler = opt4store.PlannedSampler(torch.utils.data.SequentialSampler(range(N)), epochs=2)
+    loader = opt4store.DataLoader(opt4store.CachedDataset(Items(make), store, sampler),
+                                  sampler=sampler, batch_size=BATCH, num_workers=workers,
+                                  multiprocessing_context="fork" if workers else None)
+    try:
+        for epoch in range(2):  # misses (the first sample in a worker), then hits
+            got = list(loader)
+            assert len(got) == len(expected)
+            for k, (g, e) in enumerate(zip(got, expected)):
+                assert_same(list(g), list(e), f"epoch {epoch} batch {k}")
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("make", [subclass, nan_label])
+def test_the_spot_check_at_a_reopen_passes(tmp_path, make):
+    loaded_twice(tmp_path, make)
+    store = opt4store.Store(tmp_path / "store", ram_items=2, disk="16MiB")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # "not deterministic" would fail
+            warnings.filterwarnings("ignore", "opt4store. caching", RuntimeWarning)
+            ds = opt4store.CachedDataset(Items(make), store, spot_check=N)
+        assert len(ds) == N
+    finally:
+        store.close()
