@@ -99,6 +99,13 @@ def resolve_layout(local_rank=None, local_world_size=None):
             dist = _process_group()
             if dist is not None and dist.get_world_size() > 1:
                 return _hosts_layout(dist)
+            if (local_rank is None) != (local_world_size is None):
+                given, missing = ("LOCAL_RANK", "LOCAL_WORLD_SIZE") if local_world_size is None \
+                    else ("LOCAL_WORLD_SIZE", "LOCAL_RANK")
+                raise InvalidArgumentError(
+                    f"{given} is set and {missing} is not, and there is no process group to "
+                    "tell the host's ranks: set both (torchrun does), or pass local_rank= and "
+                    "local_world_size=")
             local_rank, local_world_size = 0, 1
     local_rank = check_int("local_rank", local_rank, 0, None)
     local_world_size = check_int("local_world_size", local_world_size, 1, None)
@@ -133,14 +140,22 @@ def unshared_ddp_warning(sampler):
             "against 1.85 N with a store per rank)." % (local, local))
 
 
+def _stat_fields(pid):
+    """/proc/<pid>/stat's fields from field 3 (the state) on, or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def start_ticks(pid):
     """When process `pid` started, in clock ticks since boot (/proc/<pid>/stat
     field 22, as the engine's shm::ProcessIdentity has it), or None."""
+    fields = _stat_fields(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[19])  # fields[0] is field 3, the state
-    except (OSError, IndexError, ValueError):
+        return int(fields[19])
+    except (TypeError, IndexError, ValueError):
         return None
 
 
@@ -154,6 +169,9 @@ def pid_alive(pid, started=None):
         return False
     except PermissionError:
         pass
+    fields = _stat_fields(pid)
+    if fields and fields[0] == b"Z":
+        return False  # killed, not yet reaped: dead, as the engine's ProcessAlive has it
     return started is None or start_ticks(pid) in (None, started)
 
 
@@ -343,7 +361,8 @@ class LocalSharing:
             raise BusyError(
                 f"opt4store: process {old['pid']} is alive and publishes another shared store "
                 f"as {target}; give this store another shared_name= (or path)") from error
-        record = {"pid": os.getpid(), "started": start_ticks(os.getpid()), "path": self.path,
+        record = {"pid": os.getpid(), "started": start_ticks(os.getpid()),
+                  "path": os.path.realpath(self.path) if self.path else self.path,
                   "handle": handle,
                   "error": None if error is None else f"{type(error).__name__}: {error}"}
         temporary = f"{target}.{os.getpid()}.tmp"
@@ -365,6 +384,13 @@ class LocalSharing:
             record = self._read_file()
             # A record whose writer is dead is stale (a crashed earlier run).
             if record is not None and pid_alive(record["pid"], record.get("started")):
+                theirs = record.get("path")
+                if theirs is not None and os.path.realpath(theirs or ".") != \
+                        os.path.realpath(self.path or "."):
+                    raise BusyError(
+                        f"opt4store: {self.handle_file()} publishes the shared store at "
+                        f"{theirs!r} (process {record['pid']}), not this rank's {self.path!r}: "
+                        "another run uses the same shared_name=; give each run its own")
                 if record.get("error"):
                     raise Error(f"opt4store: local rank 0 could not open the shared store: "
                                 f"{record['error']}")
