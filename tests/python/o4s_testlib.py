@@ -128,6 +128,20 @@ class ListDataset(torch.utils.data.Dataset):
         return self.items[int(i)]
 
 
+class MadeDataset(torch.utils.data.Dataset):
+    """n items, item i being make(i) (a module-level function, so that
+    spawn workers can import it)."""
+
+    def __init__(self, make, n):
+        self.make, self.n = make, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.make(int(i))
+
+
 class FailingDataset(torch.utils.data.Dataset):
     """A source that must not be called: every value must come from the store."""
 

@@ -9,7 +9,7 @@ import torch
 import torch.utils.data
 
 import opt4store
-from o4s_testlib import assert_same, uniform_item
+from o4s_testlib import MadeDataset, assert_same, uniform_item
 
 N = 24
 
@@ -31,23 +31,12 @@ def dict_sample(i):
 SAMPLES = {"tensor": tensor_sample, "pair": pair_sample, "dict": dict_sample}
 
 
-class Source(torch.utils.data.Dataset):
-    def __init__(self, make):
-        self.make = make
-
-    def __len__(self):
-        return N
-
-    def __getitem__(self, i):
-        return self.make(int(i))
-
-
 def cached(path, make, epochs=2):
     store = opt4store.Store(path, ram_items=N // 2, disk="16MiB")
     sampler = opt4store.PlannedSampler(
         torch.utils.data.RandomSampler(range(N), generator=torch.Generator().manual_seed(7)),
         epochs=epochs)
-    return store, sampler, opt4store.CachedDataset(Source(make), store, sampler)
+    return store, sampler, opt4store.CachedDataset(MadeDataset(make, N), store, sampler)
 
 
 def sample_and_label(sample):

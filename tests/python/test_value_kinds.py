@@ -14,7 +14,7 @@ import torch
 import torch.utils.data
 
 import opt4store
-from o4s_testlib import assert_same
+from o4s_testlib import MadeDataset, assert_same
 
 N = 8
 BATCH = 4
@@ -24,17 +24,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:opt4store. caching:RuntimeWarnin
 
 class Sub(torch.Tensor):
     """A tensor subclass with no attributes of its own."""
-
-
-class Items(torch.utils.data.Dataset):
-    def __init__(self, make):
-        self.make = make
-
-    def __len__(self):
-        return N
-
-    def __getitem__(self, i):
-        return self.make(int(i))
 
 
 def no_boxes(i):
@@ -72,7 +61,7 @@ def loaded_twice(tmp_path, make, name="store"):
     """(the value of a miss, of a hit) for every item, through a CachedDataset."""
     store = opt4store.Store(tmp_path / name, ram_items=2, disk="16MiB")  # hits from disk too
     try:
-        ds = opt4store.CachedDataset(Items(make), store)
+        ds = opt4store.CachedDataset(MadeDataset(make, N), store)
         return [ds[i] for i in range(N)], [ds[i] for i in range(N)]
     finally:
         store.close()
@@ -113,12 +102,12 @@ def test_sparse_tensors_are_stored_and_batched(tmp_path):
 @pytest.mark.parametrize("make", [no_boxes, views])
 @pytest.mark.parametrize("workers", [0, 2])
 def test_batches_equal_torchs(tmp_path, make, workers):
-    expected = list(torch.utils.data.DataLoader(Items(make), batch_size=BATCH))
+    expected = list(torch.utils.data.DataLoader(MadeDataset(make, N), batch_size=BATCH))
     if make is views:
         expected = [[t.resolve_conj().resolve_neg() for t in b] for b in expected]
     store = opt4store.Store(tmp_path / "store", ram_items=2 * N, disk="16MiB")
     sampler = opt4store.PlannedSampler(torch.utils.data.SequentialSampler(range(N)), epochs=2)
-    loader = opt4store.DataLoader(opt4store.CachedDataset(Items(make), store, sampler),
+    loader = opt4store.DataLoader(opt4store.CachedDataset(MadeDataset(make, N), store, sampler),
                                   sampler=sampler, batch_size=BATCH, num_workers=workers,
                                   multiprocessing_context="fork" if workers else None)
     try:
@@ -139,7 +128,7 @@ def test_the_spot_check_at_a_reopen_passes(tmp_path, make):
         with warnings.catch_warnings():
             warnings.simplefilter("error", RuntimeWarning)  # "not deterministic" would fail
             warnings.filterwarnings("ignore", "opt4store. caching", RuntimeWarning)
-            ds = opt4store.CachedDataset(Items(make), store, spot_check=N)
+            ds = opt4store.CachedDataset(MadeDataset(make, N), store, spot_check=N)
         assert len(ds) == N
     finally:
         store.close()
