@@ -359,13 +359,20 @@ class SharedSlots:
         """Slot k's first `rows` rows as batch tensors that keep it held."""
         out = []
         for a, dtype, shape in zip(self.arrays[k], self.layout.dtypes, self.layout.shapes):
-            if a is None:
-                out.append(torch.empty((rows,) + shape, dtype=dtype))
-                continue
-            t = torch.from_numpy(_lent_view(a, self.lent[k]))  # uint8: views only where needed
-            t = (t if dtype is torch.uint8 else t.view(dtype)).view((self.rows,) + shape)
+            t = _lent_leaf(a, self.lent[k], dtype, self.rows, shape)
             out.append(t if rows == self.rows else t[:rows])
         return out
+
+
+def _lent_leaf(a, refs, dtype, rows, shape):
+    """The uint8 array `a` as a (rows,) + shape tensor of dtype that holds a
+    view of it lent (_lent_view). A leaf of no elements (a detection sample
+    without boxes; `a` None or empty) has no memory to view: torch.from_numpy
+    gives an empty array stride 0, which view() refuses."""
+    if a is None or not a.size:
+        return torch.empty((rows,) + shape, dtype=dtype)
+    t = torch.from_numpy(_lent_view(a, refs))  # uint8: views only where needed
+    return (t if dtype is torch.uint8 else t.view(dtype)).view((rows,) + shape)
 
 
 def copy_rows(leaf, rows, src):
@@ -410,10 +417,7 @@ class _BatchPool:
         return self._tensors(arrays, refs, rows)
 
     def _tensors(self, arrays, refs, rows):
-        # A leaf of no elements (a detection sample without boxes) has no
-        # memory to view: torch.from_numpy gives it stride 0, which view refuses.
-        return [torch.from_numpy(_lent_view(a, refs)).view(dtype).view((rows,) + shape)
-                if a.size else torch.empty((rows,) + shape, dtype=dtype)
+        return [_lent_leaf(a, refs, dtype, rows, shape)
                 for a, dtype, shape in zip(arrays, self.dtypes, self.shapes)]
 
 

@@ -220,7 +220,7 @@ class _SubclassPickler(pickle.Pickler):
                 (type(obj) is not torch.Tensor or obj.__dict__):
             return _rebuild_subclass, (type(obj), obj.as_subclass(torch.Tensor),
                                        dict(getattr(obj, "__dict__", None) or {}))
-        return NotImplemented
+        return NotImplemented  # pickle's own reduction for everything else
 
 
 def _rebuild_subclass(cls, plain, attributes):
