@@ -329,7 +329,7 @@ TEST_CASE("full disk: a store at its budget (evicting, compacting, rolling over 
 }
 
 // Small values (64 bytes): many fit in a page a file already has.
-constexpr uint64_t kSmallItems = 20000;
+constexpr uint64_t kSmallItems = 4000;
 const Values kSmall{kSmallItems, ValueShape{16, 48}};
 
 // A store of small values, uncompressed, so that a record's size is known.
