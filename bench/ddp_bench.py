@@ -48,17 +48,20 @@ once on the host, drop_last's tails included). Every wrong sample makes
 the exit status 1; a missed goal says MISSED and does not.
 
 Usage: PYTHONPATH=<build>/python /usr/bin/python3 bench/ddp_bench.py
-       [--quick] [--images N] [--workers W] [--dir DIR] [--json FILE]
+       [--quick] [--images N] [--workers W] [--start exec|fork] [--dir DIR]
+       [--json FILE]
 """
 
 import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 import torch
 import torch.nn as nn
@@ -232,33 +235,24 @@ def rank_main(cfg, rank):
     dist.destroy_process_group()
 
 
+def rank_env(rank):
+    """torchrun's environment for `rank`."""
+    return {"RANK": str(rank), "WORLD_SIZE": str(WORLD), "LOCAL_RANK": str(rank),
+            "LOCAL_WORLD_SIZE": str(WORLD), "OMP_NUM_THREADS": "1"}
+
+
 def run_ranks(cfg, folder, phase):
-    """Starts the WORLD ranks of a phase as torchrun would and waits for
-    them; their results, the slowest rank's times first (every rank has
-    them), and the host's source loads in that phase."""
+    """Starts the WORLD ranks of a phase as torchrun would (or forked, with
+    cfg["start"] == "fork") and waits for them; their results, the slowest
+    rank's times first (every rank has them), and the host's source loads
+    in that phase."""
     cfg = dict(cfg, phase=phase, rendezvous=os.path.join(folder, f"rendezvous-{phase}"),
                results=os.path.join(folder, f"result-{phase}"))
     open(cfg["counter"], "wb").close()
-    procs = []
-    for rank in range(WORLD):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank),
-                   LOCAL_WORLD_SIZE=str(WORLD), OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--rank-child", json.dumps(cfg),
-             str(rank)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = []
-    try:
-        outputs = [p.communicate(timeout=RANK_TIMEOUT_S)[0] for p in procs]
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        raise RuntimeError(f"{cfg['config']} {phase}: the ranks did not finish in "
-                           f"{RANK_TIMEOUT_S} s")
-    for rank, (p, out) in enumerate(zip(procs, outputs)):
-        if p.returncode != 0:
-            sys.stderr.write(out)
-            raise RuntimeError(f"{cfg['config']} {phase}: rank {rank} failed "
-                               f"(rc {p.returncode})")
+    if cfg["start"] == "fork":
+        fork_ranks(cfg)
+    else:
+        exec_ranks(cfg)
     results = []
     for rank in range(WORLD):
         with open(cfg["results"] + f".{rank}") as f:
@@ -266,12 +260,76 @@ def run_ranks(cfg, folder, phase):
     return results, os.path.getsize(cfg["counter"])
 
 
+def exec_ranks(cfg):
+    """The ranks as fresh interpreters, as torchrun starts them."""
+    procs = []
+    for rank in range(WORLD):
+        procs.append(subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--rank-child", json.dumps(cfg),
+             str(rank)], env=dict(os.environ, **rank_env(rank)), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True))
+    outputs = []
+    try:
+        outputs = [p.communicate(timeout=RANK_TIMEOUT_S)[0] for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        raise RuntimeError(f"{cfg['config']} {cfg['phase']}: the ranks did not finish in "
+                           f"{RANK_TIMEOUT_S} s")
+    for rank, (p, out) in enumerate(zip(procs, outputs)):
+        if p.returncode != 0:
+            sys.stderr.write(out)
+            raise RuntimeError(f"{cfg['config']} {cfg['phase']}: rank {rank} failed "
+                               f"(rc {p.returncode})")
+
+
+def fork_ranks(cfg):
+    """The ranks forked from this process, which has imported torch and
+    holds no store or process group: the same rank_main without a fresh
+    interpreter's start (some 2.5 CPU-s on the 2-core machine, 20 of them
+    in the harness's test). No figure counts that start either way."""
+    pids = {}
+    for rank in range(WORLD):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.environ.update(rank_env(rank))
+                rank_main(cfg, rank)
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        pids[pid] = rank
+    deadline = time.monotonic() + RANK_TIMEOUT_S
+    failed = []
+    while pids:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            if time.monotonic() > deadline:
+                for p in pids:
+                    os.kill(p, signal.SIGKILL)
+                    os.waitpid(p, 0)
+                raise RuntimeError(f"{cfg['config']} {cfg['phase']}: the ranks did not finish "
+                                   f"in {RANK_TIMEOUT_S} s")
+            time.sleep(0.02)
+            continue
+        rank = pids.pop(pid)
+        if os.waitstatus_to_exitcode(status) != 0:
+            failed.append(f"rank {rank} (rc {os.waitstatus_to_exitcode(status)})")
+    if failed:
+        raise RuntimeError(f"{cfg['config']} {cfg['phase']}: {', '.join(failed)} failed")
+
+
 def run_config(name, args, images_dir, decoded, work):
     folder = tempfile.mkdtemp(prefix=f"ddp-{name}-", dir=work)
     cfg = {"config": name, "images": args.images, "images_dir": images_dir,
            "decoded": decoded, "batch": args.batch, "workers": args.workers,
            "store": os.path.join(folder, "store"), "counter": os.path.join(folder, "loads"),
-           "checkpoint": os.path.join(folder, "checkpoint.pt")}
+           "checkpoint": os.path.join(folder, "checkpoint.pt"), "start": args.start}
     train, loads = run_ranks(cfg, folder, "train")
     restart, restart_loads = run_ranks(cfg, folder, "restart")
     result = {"epoch_times": train[0]["epoch_times"], "floor": train[0]["floor"],
@@ -312,6 +370,9 @@ def main():
     parser.add_argument("--batch", type=int, default=None, help="a rank's; default 32 (--quick: 8)")
     parser.add_argument("--workers", type=int, default=2, help="DataLoader workers a rank")
     parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--start", choices=("exec", "fork"), default="exec",
+                        help="the ranks as fresh interpreters, as torchrun starts them "
+                             "(default), or forked from this one (quicker to start)")
     parser.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "opt4store-bench"))
     parser.add_argument("--json", default=os.path.join(os.path.dirname(os.path.abspath(
         __file__)), "results", "ddp.json"))
