@@ -3,7 +3,8 @@
 Four processes stand for four hosts (local_rank=0, local_world_size=1 each;
 or for two hosts of two local ranks),
 forked by torch.multiprocessing (spawned, as a launcher's fresh interpreters
-are, in the 12.5% test only: a spawned host imports torch anew, and with
+are, in the spawn case of the opt4store.DataLoader test only: a spawned
+host imports torch anew, and with
 every host spawned this file took 181 CPU-s instead of 82 on the 2-core CI
 machine, 2026-11-27), under gloo on 127.0.0.1 with a file://
 rendezvous in tmp_path. Each reads 3 epochs of a shuffling
@@ -321,8 +322,8 @@ def test_four_hosts_at_12_5_percent_within_2_percent_of_union_opt(tmp_path):
     # window 2 (4 of 68 items a host) keep it within the goal.
     n, window = 2 * N, 2
     ram_items = n // 8
-    results, loads = _run(tmp_path, ram_items=ram_items, workers=2, context="spawn", n=n,
-                          window=window, start="spawn")
+    results, loads = _run(tmp_path, ram_items=ram_items, workers=2, context="fork", n=n,
+                          window=window)
     _check_values(results)
     expected = cluster_opt_loads(ram_items, n, window)
     union = union_opt_loads(HOSTS * (ram_items + room(window)), n)
@@ -430,9 +431,10 @@ def test_resume_mid_epoch_2_reads_on_from_the_checkpoint(tmp_path, after_binding
 def test_opt4store_dataloader_with_two_workers_a_host(tmp_path, context):
     # opt4store.DataLoader's batched path (store.read_into in its workers)
     # over a cluster store: every batch is the one torch's DataLoader gives
-    # over the same sampler (checked against the plan), each item loaded once
+    # over the same sampler (checked against the plan), each item loaded once.
+    # With spawn, the hosts are spawned too: a launcher's fresh interpreters.
     results, loads = _run(tmp_path, ram_items=N // 4, workers=2, context=context,
-                          loader="opt4store")
+                          loader="opt4store", start=context)
     _check_values(results)
     assert all(r["seen"] == EPOCHS * N // HOSTS for r in results.values())
     assert loads == N, f"the cluster loaded {loads} samples from the source, not {N}"
