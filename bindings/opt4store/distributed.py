@@ -5,7 +5,8 @@ binds it, local rank 0 opens the store (it is the owner: it alone opens the
 disk tier and runs the planner) and publishes its handle; every other local
 rank attaches to it as a reader, as a spawned DataLoader worker does. The
 handle travels by ``torch.distributed`` (an all_gather among all ranks,
-when a process group is initialized: it cannot go stale) or else by a small
+when a process group is initialized: it cannot go stale; a gloo group's,
+_object_group) or else by a small
 file in ``/dev/shm`` (or the temp dir), written atomically by the owner,
 removed when it closes, and ignored once its writer is dead.
 
@@ -65,9 +66,29 @@ def _process_group():
     return None
 
 
+# (default group, gloo group) of the last exchange over a default group
+# without gloo (_object_group).
+_gloo_group = [None, None]
+
+
+def _object_group(dist):
+    """The group the handle exchange runs on: the default group when its
+    backend has gloo, else a gloo group of all ranks, made once per default
+    group (by every rank, at the same call: the exchange is collective).
+    all_gather_object on NCCL moves the objects to
+    torch.cuda.current_device(), which is cuda:0 on every rank of a script
+    that has not called set_device yet; the handles are CPU data."""
+    if "gloo" in str(dist.get_backend()):
+        return None
+    world = dist.group.WORLD
+    if _gloo_group[0] is not world:
+        _gloo_group[:] = [world, dist.new_group(backend="gloo")]
+    return _gloo_group[1]
+
+
 def _all_gather(dist, value):
     values = [None] * dist.get_world_size()
-    dist.all_gather_object(values, value)
+    dist.all_gather_object(values, value, group=_object_group(dist))
     return values
 
 

@@ -12,6 +12,7 @@ stats() gives the host's totals on both ranks, and the host's source loads
 the reads of an offline Belady on the interleaved host sequence).
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -62,6 +63,35 @@ def host_sequence(n=N, world=WORLD, epochs=EPOCHS, seed=SEED):
 # ---------------------------------------------------------------- one rank (a child interpreter)
 
 
+@contextlib.contextmanager
+def default_group_without_gloo():
+    """While open, the default group's backend reads as NCCL's, and an
+    object collective on it fails, as NCCL's would put the objects on
+    cuda:current_device() (cuda:0 on every rank before set_device). Yields
+    the backends of the groups made meanwhile."""
+    made = []
+    backend, gather, new_group = dist.get_backend, dist.all_gather_object, dist.new_group
+
+    def get_backend(group=None):
+        return "nccl" if group is None or group is dist.group.WORLD else backend(group)
+
+    def all_gather_object(values, value, group=None):
+        if group is None or group is dist.group.WORLD:
+            raise RuntimeError("all_gather_object on the default (NCCL) group")
+        return gather(values, value, group=group)
+
+    def new_group_seen(*args, **kwargs):
+        made.append(kwargs.get("backend"))
+        return new_group(*args, **kwargs)
+
+    dist.get_backend, dist.all_gather_object, dist.new_group = \
+        get_backend, all_gather_object, new_group_seen
+    try:
+        yield made
+    finally:
+        dist.get_backend, dist.all_gather_object, dist.new_group = backend, gather, new_group
+
+
 def _rank_main(config_path, rank):
     with open(config_path) as f:
         cfg = json.load(f)
@@ -72,7 +102,7 @@ def _rank_main(config_path, rank):
         dist.init_process_group("gloo", init_method="file://" + cfg["rendezvous"], rank=rank,
                                 world_size=WORLD)
 
-    if cfg["exchange"] == "group":
+    if cfg["exchange"] in ("group", "not-gloo"):
         init_group()  # the owner's handle travels by all_gather
     torch.manual_seed(0)
     counter = CallCounter(cfg["counter"])
@@ -82,7 +112,12 @@ def _rank_main(config_path, rank):
     sampler = opt4store.PlannedSampler(base, epochs=EPOCHS)
     store = opt4store.Store(cfg["path"], ram_items=cfg["ram_items"], disk=cfg["disk"],
                             shared="local")
-    ds = opt4store.CachedDataset(dataset, store, sampler)
+    if cfg["exchange"] == "not-gloo":
+        with default_group_without_gloo() as gloo_groups:
+            ds = opt4store.CachedDataset(dataset, store, sampler)
+        assert gloo_groups == ["gloo"], gloo_groups  # made once, and used
+    else:
+        ds = opt4store.CachedDataset(dataset, store, sampler)
     if cfg["exchange"] == "file":
         init_group()  # the handle went through a file; DDP needs the group from here on
     owner = store.is_owner
@@ -178,8 +213,9 @@ def _check_common(results):
 
 
 @needs_gloo
-@pytest.mark.parametrize("workers,exchange,disk", [(0, "group", "64MiB"), (2, "file", 0)],
-                         ids=["workers0-group-disk", "workers2-file-nodisk"])
+@pytest.mark.parametrize("workers,exchange,disk", [(0, "group", "64MiB"), (2, "file", 0),
+                                                   (0, "not-gloo", 0)],
+                         ids=["workers0-group-disk", "workers2-file-nodisk", "workers0-not-gloo"])
 def test_ddp_shared_store_loads_each_item_once(tmp_path, workers, exchange, disk):
     """A RAM tier that holds the dataset: each item comes from the source
     once across both ranks; epochs 2 and 3 are all hits."""
