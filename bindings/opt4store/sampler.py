@@ -1,6 +1,7 @@
 """PlannedSampler: records any torch Sampler's order a few epochs ahead."""
 
 import copy
+import numbers
 
 import numpy as np
 import torch.utils.data
@@ -403,7 +404,13 @@ class PlannedSampler(torch.utils.data.Sampler):
             raise InvalidArgumentError(
                 f"load_state_dict: expected a PlannedSampler state dict, got "
                 f"{type(state).__name__}")
-        fingerprint, seed = self._fingerprint_with_seed(state.get("seed"))
+        saved_seed = state.get("seed")
+        if saved_seed is not None:
+            if isinstance(saved_seed, bool) or not isinstance(saved_seed, numbers.Integral):
+                raise InvalidArgumentError(
+                    f"load_state_dict: the state's seed {saved_seed!r} is not an integer or None")
+            saved_seed = int(saved_seed)
+        fingerprint, seed = self._fingerprint_with_seed(saved_seed)
         theirs = state.get("fingerprint")
         if theirs != self._fingerprint_as_saved(state, fingerprint):
             if isinstance(theirs, str) and len(theirs) == 40:

@@ -231,3 +231,17 @@ def test_epoch_ids_ahead_keeps_the_epoch_in_progress(lazy):
     assert np.array_equal(s.epoch_ids(0), ref[0])
     got += [int(i) for i in it]
     assert got + rest_of_run(s) == sum(ref, [])
+
+
+@pytest.mark.parametrize("bad", ["abc", 1.5, True, [3]])
+def test_a_seed_that_is_no_integer_is_refused_with_nothing_changed(bad):
+    # An unseeded random sampler's state carries the seed PlannedSampler drew.
+    saved = opt4store.PlannedSampler(torch.utils.data.RandomSampler(range(N)), epochs=EPOCHS)
+    state = saved.state_dict()
+    s = opt4store.PlannedSampler(torch.utils.data.RandomSampler(range(N)), epochs=EPOCHS)
+    before = s.state_dict()
+    with pytest.raises(opt4store.InvalidArgumentError, match="seed"):
+        s.load_state_dict(dict(state, seed=bad))
+    assert s.state_dict() == before
+    s.load_state_dict(dict(state, seed=np.int64(state["seed"])))  # numpy's integers are integers
+    assert run(s) == run(saved)
