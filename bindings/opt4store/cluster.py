@@ -501,7 +501,8 @@ class ClusterSharing:
             raise InvalidArgumentError(f"local rank 0's cluster store holds a dataset of {held} "
                                        f"items; this rank's dataset has {dataset_size}")
         sampler.use_positions(self.reader.own_positions[local_rank],
-                              replan=(lambda read: self._replan(core, read)) if owner else None)
+                              replan=(lambda read: self._replan(core, read)) if owner else None,
+                              store=store)
         if owner:
             # What the readers' files hold is read through them from now on.
             self.plan.use_mapped(self.reader.own_positions, self.reader.arrival_reads,

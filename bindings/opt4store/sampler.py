@@ -139,6 +139,9 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._current_epoch = 0
         self._counted_by_loader = False  # take_epoch or note_yielded: exact counts
         self._stores = []
+        # Stores read through that plan themselves (a cluster store's), for
+        # _check_count_is_exact.
+        self._read_through = []
         # Store positions: own position * _stride + _offset (host positions
         # of a store shared by _stride local ranks; else 1 and 0).
         self._stride = 1
@@ -376,13 +379,16 @@ class PlannedSampler(torch.utils.data.Sampler):
 
     def _check_count_is_exact(self):
         # Exact when nothing was handed out since the epoch began or resumed.
-        if self._counted_by_loader or not self._stores or self._yielded == self._taken_from:
+        stores = self._stores + self._read_through
+        if self._counted_by_loader or not stores or self._yielded == self._taken_from:
             return
         # Read here: the last index handed out, or at the epoch's end any
         # since it began (drop_last's tail is handed out, never read).
-        read = self._yielded - 1 if self._yielded < self.epoch_length else self._taken_from
-        last = (self._current_epoch * self.epoch_length + read) * self._stride + self._offset
-        if any(store.last_position_read() >= last for store in self._stores):
+        read = self._current_epoch * self.epoch_length + \
+            (self._yielded - 1 if self._yielded < self.epoch_length else self._taken_from)
+        last = read * self._stride + self._offset if self._positions is None else \
+            int(self._positions[read])  # a cluster store's (use_positions)
+        if any(store.last_position_read() >= last for store in stores):
             return
         raise InvalidArgumentError(
             f"state_dict() without consumed=: {self._yielded} of the {self.epoch_length} "
@@ -527,11 +533,12 @@ class PlannedSampler(torch.utils.data.Sampler):
                 "sampler per store layout (shared or not)")
         self._stride, self._offset = layout
 
-    def use_positions(self, positions, replan=None):
+    def use_positions(self, positions, replan=None, store=None):
         """Yields a cluster store's positions: own read i (epoch * len +
         index) at positions[i] (increasing); replan(read) re-plans that
-        store from own read `read` on after each load_state_dict. Store.bind
-        calls it."""
+        store from own read `read` on after each load_state_dict. `store`,
+        the Store read through, tells state_dict() what was read here.
+        Store.bind calls it."""
         positions = np.asarray(positions)  # its dtype kept: a /dev/shm map is not copied
         if positions.dtype.kind not in "iu" or positions.ndim != 1:
             raise InvalidArgumentError(f"positions must be a 1-d integer array, not "
@@ -542,6 +549,8 @@ class PlannedSampler(torch.utils.data.Sampler):
         self._positions = positions
         self._replan = replan
         self._stride, self._offset = 0, 0
+        if store is not None and store not in self._read_through:
+            self._read_through.append(store)
         self._window.positions = positions
 
     @property
@@ -580,4 +589,5 @@ class PlannedSampler(torch.utils.data.Sampler):
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_stores"] = []  # a worker's copy does not re-plan the owner's store
+        state["_read_through"] = []
         return state

@@ -245,3 +245,36 @@ def test_a_seed_that_is_no_integer_is_refused_with_nothing_changed(bad):
     assert s.state_dict() == before
     s.load_state_dict(dict(state, seed=np.int64(state["seed"])))  # numpy's integers are integers
     assert run(s) == run(saved)
+
+
+def test_a_cluster_stores_reads_tell_state_dict_what_was_read(tmp_path):
+    # One host's cluster store plans itself (PlannedSampler.use_positions):
+    # state_dict() without consumed= checks what was read here against its
+    # positions, as for any store (before: never, so a checkpoint taken while
+    # workers had drawn batches ahead resumed past samples never trained on).
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_gloo_available()):
+        pytest.skip("torch.distributed with gloo is not available")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/rendezvous", rank=0,
+                            world_size=1)
+    try:
+        base = torch.utils.data.DistributedSampler(range(N), num_replicas=1, rank=0, seed=3)
+        s = opt4store.PlannedSampler(base, epochs=EPOCHS)
+        store = opt4store.Store(tmp_path / "store", ram_items=N, shared="cluster",
+                                local_rank=0, local_world_size=1)
+        ds = opt4store.CachedDataset(Indices(), store, s)
+        loader = torch.utils.data.DataLoader(ds, sampler=s, batch_size=BATCH, num_workers=2,
+                                             multiprocessing_context="fork")
+        it = iter(loader)
+        first = next(it).view(-1).tolist()
+        with pytest.raises(opt4store.InvalidArgumentError, match="consumed="):
+            s.state_dict()
+        assert position(s.state_dict(consumed=BATCH)) == (0, BATCH)
+        del it
+        s.load_state_dict(s.state_dict(consumed=BATCH))
+        read = sum(batches(torch.utils.data.DataLoader(ds, sampler=s, batch_size=BATCH)), [])
+        assert len(first + read) == N and sorted(first + read) == list(range(N))
+        assert position(s.state_dict()) == (1, 0)  # read here, to the epoch's end
+        store.close()
+    finally:
+        dist.destroy_process_group()
