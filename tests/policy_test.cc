@@ -49,6 +49,15 @@ TEST_CASE("Policy names parse, print and list", "[policy]") {
   PolicyKind unused;
   CHECK_FALSE(ParsePolicyKind("belady", &unused).ok());
   CHECK_FALSE(ParsePolicyKind("", &unused).ok());
+  // One policy: "all" is no answer (a store runs one), so it is not offered.
+  const Status one = ParsePolicyKind("all", &unused);
+  CHECK(one.IsInvalidArgument());
+  CHECK(one.ToString().find("expected one of opt, opt-size, lru, lfu, fifo, random, static, "
+                            "none)") != std::string::npos);
+  std::vector<PolicyKind> refused;
+  const Status in_list = ParsePolicyList("opt,belady", &refused);
+  CHECK(in_list.ToString().find("unknown policy 'belady'") != std::string::npos);
+  CHECK(in_list.ToString().find("; or all)") != std::string::npos);
 
   std::vector<PolicyKind> list;
   REQUIRE(ParsePolicyList("all", &list).ok());

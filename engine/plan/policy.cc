@@ -1,6 +1,7 @@
 #include "opt4store/policy.h"
 
 #include <algorithm>
+#include <string>
 
 #include "engine/plan/policy_impl.h"
 
@@ -25,6 +26,20 @@ std::vector<PolicyKind> AllPolicies() {
           PolicyKind::kFifo, PolicyKind::kRandom,  PolicyKind::kStatic, PolicyKind::kNone};
 }
 
+namespace {
+
+// "opt, opt-size, ..., static, none": every policy's name, in AllPolicies' order.
+std::string PolicyNames() {
+  std::string names;
+  for (PolicyKind k : AllPolicies()) {
+    if (!names.empty()) names += ", ";
+    names += PolicyName(k);
+  }
+  return names;
+}
+
+}  // namespace
+
 Status ParsePolicyKind(std::string_view name, PolicyKind* kind) {
   for (PolicyKind k : AllPolicies()) {
     if (name == PolicyName(k)) {
@@ -32,9 +47,9 @@ Status ParsePolicyKind(std::string_view name, PolicyKind* kind) {
       return Status::OK();
     }
   }
-  return Status::InvalidArgument("unknown policy '" + std::string(name) +
-                                 "' (expected opt, opt-size, lru, lfu, fifo, random, static, "
-                                 "none or all)");
+  // "all" is a list (ParsePolicyList), not one policy a store can run.
+  return Status::InvalidArgument("unknown policy '" + std::string(name) + "' (expected one of " +
+                                 PolicyNames() + ")");
 }
 
 Status ParsePolicyList(std::string_view list, std::vector<PolicyKind>* kinds) {
@@ -49,7 +64,11 @@ Status ParsePolicyList(std::string_view list, std::vector<PolicyKind>* kinds) {
     if (comma == std::string_view::npos) comma = list.size();
     std::string_view name = list.substr(start, comma - start);
     PolicyKind kind;
-    OPT4STORE_RETURN_IF_ERROR(ParsePolicyKind(name, &kind));
+    if (!ParsePolicyKind(name, &kind).ok()) {
+      return Status::InvalidArgument("unknown policy '" + std::string(name) +
+                                     "' (expected a comma-separated list of " + PolicyNames() +
+                                     "; or all)");
+    }
     if (std::find(kinds->begin(), kinds->end(), kind) == kinds->end()) kinds->push_back(kind);
     start = comma + 1;
   }
