@@ -49,12 +49,16 @@ class IndexEnvImpl : public rocksdb::EnvWrapper {
   }
 
   // No mutex: one inherited locked from a forking parent would never open.
-  // Two threads that race here both build pools; the loser's are freed
-  // before any job reaches them. An inherited parent's pools are left
-  // allocated: freeing them would join threads this process never had.
+  // Two threads that race here both build pools; the loser's are joined
+  // (their threads started, idle: a pool deleted unjoined aborts in
+  // RocksDB's assertion) and freed before any job reaches them. An
+  // inherited parent's pools are left allocated: freeing them would join
+  // threads this process never had.
   Pools* StartPools(Pools* seen) const {
     auto* mine = new Pools{getpid(), rocksdb::NewThreadPool(1), rocksdb::NewThreadPool(1)};
     if (current_.compare_exchange_strong(seen, mine, std::memory_order_acq_rel)) return mine;
+    mine->flushes->JoinAllThreads();
+    mine->compactions->JoinAllThreads();
     delete mine->flushes;
     delete mine->compactions;
     delete mine;
