@@ -335,11 +335,11 @@ Status DiskTier::Impl::Clear() {
     live_bytes_ = 0;
   }
   active_ = 0;  // the next Put starts a new segment
-  // The index entries and watermarks (the next segment number and the
-  // sequence stay, so that no number is handed out twice); the store's own
-  // keys ('m') stay.
+  // The index entries, watermarks and records lost at an open (none of
+  // them is in the tier now; the next segment number and the sequence stay,
+  // so that no number is handed out twice); the store's own keys ('m') stay.
   rocksdb::WriteBatch batch;
-  for (const char tag : {kIndexTag, kSegmentTag}) {
+  for (const char tag : {kIndexTag, kSegmentTag, kLostTag}) {
     const std::string begin(1, tag), end(1, static_cast<char>(tag + 1));
     OPT4STORE_RETURN_IF_ERROR(FromRocks(batch.DeleteRange(begin, end), "clear index"));
   }
