@@ -648,6 +648,35 @@ TEST_CASE("disk tier: a long run over budget stays within it", "[disk][budget]")
   CHECK(tier->GetStats().items == items);  // refused before evicting anything
 }
 
+TEST_CASE("disk tier: Compact frees dead segments of a tier reopened over a smaller budget",
+          "[disk][compaction]") {
+  TempDir dir;
+  DiskTierOptions o = SmallOptions();
+  o.budget_bytes = 8 << 20;
+  o.segment_bytes = 256 << 10;
+  o.compression = DiskTierOptions::Compression::kNone;
+  constexpr ItemId kItems = 300, kKept = 10;
+  {
+    auto tier = OpenOrDie(o, dir.path());
+    PutRange(tier.get(), 0, kItems, 0, 20000);
+    for (ItemId id = kKept; id < kItems; ++id) REQUIRE(tier->Delete(id).ok());
+    REQUIRE(tier->Close().ok());
+  }
+  o.budget_bytes = 2 << 20;
+  auto tier = OpenOrDie(o, dir.path());
+  const DiskTierStats before = tier->GetStats();
+  REQUIRE(before.file_bytes > o.budget_bytes);  // over the new budget, mostly dead
+  REQUIRE(tier->Compact().ok());  // before: nothing fit, so not even empty segments went
+  const DiskTierStats after = tier->GetStats();
+  CHECK(after.compactions > 0);
+  CHECK(after.file_bytes <= o.budget_bytes);
+  CHECK(after.live_bytes == before.live_bytes);
+  CHECK(SegmentFiles(dir.path()).size() == after.segments);
+  for (ItemId id = 0; id < kKept; ++id) ExpectValue(tier.get(), id, 0, 20000);
+  VerifyReport report;
+  CHECK(tier->Verify(&report).ok());
+}
+
 TEST_CASE("disk tier: Compact reclaims dead space and keeps every live value", "[disk][compaction]") {
   TempDir dir;
   DiskTierOptions o = SmallOptions();

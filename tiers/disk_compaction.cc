@@ -157,8 +157,12 @@ Status DiskTier::Impl::Compact() {
       for (size_t s = 1; s < segments_.size(); ++s) {
         if (segments_[s] && segments_[s]->number == c.second) slot = static_cast<uint16_t>(s);
       }
+      // A copy must fit in the budget beside the segment it empties; a
+      // segment with nothing live only goes (a tier reopened over a
+      // smaller budget is past it, and its dead files are what to free).
       if (slot != 0) {
-        fits = file_bytes_ + WriterSegment(slot)->live_bytes <= options_.budget_bytes;
+        const uint64_t live = WriterSegment(slot)->live_bytes;
+        fits = live == 0 || file_bytes_ + live <= options_.budget_bytes;
       }
     }
     if (slot != 0 && fits) OPT4STORE_RETURN_IF_ERROR(CompactSegment(slot));
