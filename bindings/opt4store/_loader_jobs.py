@@ -199,6 +199,21 @@ class JobList:
                         indices[rows].tolist(), rows.tolist(), store_now)]
 
 
+def end_workers(filler, job_list):
+    """Joins the workers of `filler` (the workers' DataLoader), then frees
+    the slots `job_list` holds: no worker writes into a slot once another
+    batch may take it. Dropping the DataLoader is not enough: a worker's
+    exception, re-raised through the loop, holds torch's iterator in a
+    reference cycle, and its workers wrote on into the next epoch's batches.
+    A loader's weakref.finalize runs it too, when a loader with persistent
+    workers is dropped mid-epoch (its slots were kept busy for good)."""
+    iterator = getattr(filler, "_iterator", None)  # kept: persistent_workers=True
+    shutdown = getattr(iterator, "_shutdown_workers", None)  # torch's; idempotent
+    if shutdown is not None:
+        shutdown()
+    job_list.release()
+
+
 def read_again(plan):
     """Per batch of plan (positions, indices), a bool per row: whether a
     later row of the plan reads the same index."""

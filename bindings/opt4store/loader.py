@@ -58,6 +58,7 @@ buffer).
 
 import functools
 import time
+import weakref
 
 import numpy as np
 import torch
@@ -67,7 +68,7 @@ from . import _batch_layout
 from ._checks import (MAX_UINT64, check_bool, check_callable, check_int,
                       check_multiprocessing_context, check_number, check_str)
 from ._errors import InvalidArgumentError, InvalidTypeError
-from ._loader_jobs import (Filler, JobList, TorchLoaders, epoch_plan, first_sample,
+from ._loader_jobs import (Filler, JobList, TorchLoaders, end_workers, epoch_plan, first_sample,
                            load_rows, one_job, planned_sampler, samplers_of, unread_values)
 from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
@@ -198,6 +199,7 @@ class DataLoader:
         self._torch_loaders = TorchLoaders()  # the general path's, likewise
         self._slots = None        # per job in flight: shared tensors, one per leaf
         self._job_list = None
+        self._end = None          # end_workers for them (a weakref.finalize)
         self._counts = None       # the epoch in progress's counts (epoch_plan)
         self._planned = None      # the PlannedSampler told them, or None
         self._rows = None         # its largest batch's rows
@@ -365,7 +367,6 @@ class DataLoader:
             if ahead is not None:
                 ahead.close()
             if filler is not None and not self.persistent_workers:
-                del filler
                 self._stop_workers(keep_slots=True)
 
     def _count_yielded(self, batches):
@@ -444,6 +445,8 @@ class DataLoader:
             self._filler = torch.utils.data.DataLoader(
                 Filler(self.dataset, self._layout, self._slots.tensors[:self._slots.known]),
                 batch_sampler=self._job_list, **kwargs)
+            self._end = weakref.finalize(self, end_workers, self._filler, self._job_list)
+            self._end.atexit = False  # torch ends its workers at exit
         if len(tail):
             jobs = dict(jobs)
             jobs[len(plan)] = np.array_split(tail, max(1, min(self.num_workers,
@@ -453,18 +456,16 @@ class DataLoader:
         return iter(self._filler)
 
     def _stop_workers(self, keep_slots=False):
-        """Lets the workers go (torch joins them); the slots stay for the
-        next epoch's workers unless the layout changed. Slots of jobs never
-        collected are free again once the workers are gone. (Joining on a
-        thread of its own was tried: the exiting workers then slowed the next
-        epoch more than the join cost this one.)"""
-        job_list = self._job_list
-        self._filler = None  # the last reference: torch joins the workers now
-        self._job_list = None
+        """Ends the workers, then frees their jobs' slots (end_workers, once);
+        the slots stay for the next epoch's workers unless the layout changed.
+        (Joining on a thread of its own was tried: the exiting workers then
+        slowed the next epoch more than the join cost this one.)"""
+        end, self._end = self._end, None
+        self._filler = self._job_list = None
         if not keep_slots:
             self._slots = None
-        if job_list is not None:
-            job_list.release()
+        if end is not None:
+            end()
 
     def _receive(self, number, filler):
         """The workers' results for batch `number`: (rows written, {row:
