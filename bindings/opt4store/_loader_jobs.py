@@ -199,6 +199,28 @@ class JobList:
                         indices[rows].tolist(), rows.tolist(), store_now)]
 
 
+def pass_tail(loader, rows=None):
+    """Marks the loader's drop_last tail (its `rows`, or all) as read: the
+    store does not wait for positions that no one loads."""
+    if loader._tail is not None:
+        positions, indices = loader._tail
+        if rows is None:
+            loader._tail = None
+        else:
+            positions, indices = positions[rows], indices[rows]
+        loader.dataset.store.mark_consumed(positions, indices)
+
+
+def tail_misses(loader):
+    """The rows of the loader's drop_last tail that the store does not
+    hold; its hits are passed now (nothing to load, nothing to wait for)."""
+    if loader._tail is None:
+        return np.empty(0, np.int64)
+    found = loader.dataset.store.locate(loader._tail[1]) != 0
+    pass_tail(loader, np.flatnonzero(found))
+    return np.flatnonzero(~found)
+
+
 def end_workers(filler, job_list):
     """Joins the workers of `filler` (the workers' DataLoader), then frees
     the slots `job_list` holds: no worker writes into a slot once another

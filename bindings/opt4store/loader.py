@@ -53,7 +53,8 @@ then unplanned; a batch_sampler= is iterated for the whole epoch at its
 start (the jobs and read-ahead use the plan), so it must end (drawing past
 its len() is refused); a batch's memory is written again only once no
 tensor or view of it is left, so keeping a batch is safe (it costs a new
-buffer).
+buffer); one epoch's iteration at a time: iter() ends the one before (as
+torch's DataLoader with persistent workers resets its one iterator).
 """
 
 import functools
@@ -69,7 +70,8 @@ from ._checks import (MAX_UINT64, check_bool, check_callable, check_int,
                       check_multiprocessing_context, check_number, check_str)
 from ._errors import InvalidArgumentError, InvalidTypeError
 from ._loader_jobs import (Filler, JobList, TorchLoaders, end_workers, epoch_plan, first_sample,
-                           load_rows, one_job, planned_sampler, samplers_of, unread_values)
+                           load_rows, one_job, pass_tail, planned_sampler, samplers_of,
+                           tail_misses, unread_values)
 from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
 from .device import OwnBatches, check_device, to_device
@@ -200,6 +202,7 @@ class DataLoader:
         self._slots = None        # per job in flight: shared tensors, one per leaf
         self._job_list = None
         self._end = None          # end_workers for them (a weakref.finalize)
+        self._running = lambda: None  # the epoch's batches (a weak reference)
         self._counts = None       # the epoch in progress's counts (epoch_plan)
         self._planned = None      # the PlannedSampler told them, or None
         self._rows = None         # its largest batch's rows
@@ -264,7 +267,16 @@ class DataLoader:
     def _batches(self, to_hand=None):
         """An epoch's batches. to_hand: a deque that receives, per batch, the
         call that counts it as yielded, for a DeviceLoader that loads ahead
-        to make when the loop gets the batch (OwnBatches.handed)."""
+        to make when the loop gets the batch (OwnBatches.handed). One epoch
+        at a time (its state and workers are the loader's): a new one ends
+        the one before (a peeked `it = iter(loader)` kept while a loop runs)."""
+        before, batches = self._running(), self._epoch_batches(to_hand)
+        self._running = weakref.ref(batches)
+        if before is not None:
+            before.close()  # its finally ends its epoch now, not during this one
+        return batches
+
+    def _epoch_batches(self, to_hand):
         plan, self._counts, self._tail, self._planned, self._rows = epoch_plan(self)
         self._yielded = 0
         self._to_hand = to_hand
@@ -275,29 +287,9 @@ class DataLoader:
             # (nor is drop_last's tail loaded then): the store must not wait
             # for those positions (unless the loop closed it).
             if self.dataset.store.is_open:
-                self._pass_tail()
+                pass_tail(self)
                 for positions, indices in plan[self._yielded:]:
                     self.dataset.store.mark_consumed(positions, indices)
-
-    def _pass_tail(self, rows=None):
-        """Marks drop_last's tail (its `rows`, or all) as read: the store
-        does not wait for positions that no one loads."""
-        if self._tail is not None:
-            positions, indices = self._tail
-            if rows is None:
-                self._tail = None
-            else:
-                positions, indices = positions[rows], indices[rows]
-            self.dataset.store.mark_consumed(positions, indices)
-
-    def _tail_misses(self):
-        """The rows of drop_last's tail that the store does not hold; its
-        hits are passed now (nothing to load, nothing to wait for)."""
-        if self._tail is None:
-            return np.empty(0, np.int64)
-        found = self.dataset.store.locate(self._tail[1]) != 0
-        self._pass_tail(np.flatnonzero(found))
-        return np.flatnonzero(~found)
 
     def _load_tail(self, rows, filler):
         """Loads drop_last's tail misses into the store (the workers' jobs
@@ -315,13 +307,13 @@ class DataLoader:
 
     def _epoch(self, plan):
         if self._general():
-            self._pass_tail()  # torch's DataLoader reads whole batches only
+            pass_tail(self)  # torch's DataLoader reads whole batches only
             for number, batch in enumerate(self._torch_loaders.for_epoch(self, plan)):
                 self._count_yielded(number + 1)
                 yield batch
             return
         if not plan:
-            self._pass_tail()
+            pass_tail(self)
             self._count_yielded(0)
             return
         ds = self.dataset
@@ -335,14 +327,14 @@ class DataLoader:
         except _batch_layout.NoLayout:
             layout = None
         if layout is None:
-            self._pass_tail()
+            pass_tail(self)
             yield from self._general_epoch(plan, first)
             return
         if self._layout is None or self._layout.meta != layout.meta:
             self._stop_workers()
             self._layout = layout
         jobs = self._jobs(plan, first is not None)
-        tail = self._tail_misses()
+        tail = tail_misses(self)
         read_into = ds.store.batch_reader()
         # Workers start for the tail alone too: this process does not load.
         workers = self.num_workers > 0 and (bool(jobs) or len(tail) > 0)

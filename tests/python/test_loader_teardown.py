@@ -99,3 +99,27 @@ def test_persistent_loaders_dropped_mid_epoch_give_their_slots_back(tmp_path):
     assert made == [made[0]] * epochs, made
     assert len(_batch_layout._slot_cache) == 1
     store.close()
+
+
+def test_a_new_iteration_ends_the_one_before(tmp_path):
+    # A peeked iterator kept while a loop runs: dropping it mid-loop tore
+    # down the loop's epoch (its workers, slots and drop_last tail), and
+    # the loop failed (AttributeError). One iteration runs at a time now:
+    # iter() ends the one before, whose next() then stops.
+    sampler = planned(epochs=3)
+    store = opt4store.Store(tmp_path / "store", ram_items=4)
+    ds = opt4store.CachedDataset(Flaky(bad=-1, delay=0.0), store, sampler)
+    loader = opt4store.DataLoader(ds, sampler=sampler, batch_size=BATCH, num_workers=2,
+                                  multiprocessing_context="fork", drop_last=True)
+    peeked = iter(loader)
+    assert ids(next(peeked)) == sampler.epoch_ids(0)[:BATCH].tolist()
+    got = []
+    for k, batch in enumerate(loader):
+        got += ids(batch)
+        if k == 1:
+            with pytest.raises(StopIteration):
+                next(peeked)
+            del peeked
+    assert got == sampler.epoch_ids(1).tolist()
+    assert store.stats()["drift"] == 0
+    store.close()
