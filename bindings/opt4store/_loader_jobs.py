@@ -199,6 +199,30 @@ class JobList:
                         indices[rows].tolist(), rows.tolist(), store_now)]
 
 
+def draw_base_seed(loader, drawn):
+    """Draws the base seed that torch's DataLoader draws at iter() (from
+    loader.generator, else torch's global generator), before anything else
+    of the epoch, so that the draws after it (shuffle's order, a
+    transform's in this process, the training loop's own) come out as under
+    torch's; with persistent workers once, as torch's one iterator draws
+    it. Returns the generator's state before the draw (`drawn`, the first
+    draw's, when none is drawn): worker_rng(state) draws that seed again,
+    for the workers' DataLoader, whose iter() draws one."""
+    if drawn is not None and loader.persistent_workers and loader.num_workers > 0:
+        return drawn
+    generator = loader.generator
+    state = generator.get_state() if generator is not None else torch.get_rng_state()
+    torch.empty((), dtype=torch.int64).random_(generator=generator)
+    return state
+
+
+def worker_rng(state):
+    """A generator that draws what the one of draw_base_seed's `state` drew."""
+    rng = torch.Generator()
+    rng.set_state(state)
+    return rng
+
+
 def pass_tail(loader, rows=None):
     """Marks the loader's drop_last tail (its `rows`, or all) as read: the
     store does not wait for positions that no one loads."""
@@ -447,7 +471,8 @@ def torch_loader(loader, plan):
                   pin_memory=loader.pin_memory, timeout=loader.timeout,
                   worker_init_fn=loader.worker_init_fn,
                   multiprocessing_context=loader.multiprocessing_context,
-                  generator=loader.generator, persistent_workers=loader.persistent_workers)
+                  generator=worker_rng(loader._seed_state),
+                  persistent_workers=loader.persistent_workers)
     if loader.prefetch_factor is not None:
         kwargs["prefetch_factor"] = loader.prefetch_factor
     if loader.batch_size is None and loader.batch_sampler is None:

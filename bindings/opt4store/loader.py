@@ -69,9 +69,9 @@ from . import _batch_layout
 from ._checks import (MAX_UINT64, check_bool, check_callable, check_int,
                       check_multiprocessing_context, check_number, check_str)
 from ._errors import InvalidArgumentError, InvalidTypeError
-from ._loader_jobs import (Filler, JobList, TorchLoaders, end_workers, epoch_plan, first_sample,
-                           load_rows, one_job, pass_tail, planned_sampler, samplers_of,
-                           tail_misses, unread_values)
+from ._loader_jobs import (Filler, JobList, TorchLoaders, draw_base_seed, end_workers,
+                           epoch_plan, first_sample, load_rows, one_job, pass_tail,
+                           planned_sampler, samplers_of, tail_misses, unread_values, worker_rng)
 from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
 from .device import OwnBatches, check_device, to_device
@@ -203,6 +203,7 @@ class DataLoader:
         self._job_list = None
         self._end = None          # end_workers for them (a weakref.finalize)
         self._running = lambda: None  # the epoch's batches (a weak reference)
+        self._seed_state = None   # its generator's before the base seed (draw_base_seed)
         self._counts = None       # the epoch in progress's counts (epoch_plan)
         self._planned = None      # the PlannedSampler told them, or None
         self._rows = None         # its largest batch's rows
@@ -277,6 +278,7 @@ class DataLoader:
         return batches
 
     def _epoch_batches(self, to_hand):
+        self._seed_state = draw_base_seed(self, self._seed_state)
         plan, self._counts, self._tail, self._planned, self._rows = epoch_plan(self)
         self._yielded = 0
         self._to_hand = to_hand
@@ -428,7 +430,7 @@ class DataLoader:
             kwargs = dict(num_workers=self.num_workers, collate_fn=one_job, timeout=self.timeout,
                           worker_init_fn=self.worker_init_fn,
                           multiprocessing_context=self.multiprocessing_context,
-                          generator=self.generator, persistent_workers=True)
+                          generator=worker_rng(self._seed_state), persistent_workers=True)
             # Jobs ahead: prefetch_factor batches a worker, as torch, each
             # batch in _parts() jobs. A worker that ends its part of a batch
             # early has the next batch's parts to do instead of waiting for
