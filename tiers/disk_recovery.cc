@@ -333,7 +333,8 @@ Status DiskTier::Impl::Recover() {
     slot_of[number] = static_cast<uint16_t>(segments_.size());
     segments_.push_back(std::move(seg));
   }
-  std::vector<uint64_t> scan_from(segments_.size(), 0);
+  std::vector<uint64_t> scan_from(segments_.size(), 0);  // watermarks
+  std::vector<uint64_t> kept_end(segments_.size(), 0);   // the end of the last record kept
 
   rocksdb::WriteBatch batch;
   uint64_t max_seq = 0;
@@ -401,7 +402,8 @@ Status DiskTier::Impl::Recover() {
     recovered_entries_.push_back(RecoveredEntry{id, v.meta_len, v.payload_len, PlaceOf(v)});
     segments_[slot]->live_bytes += v.length;
     live_bytes_ += v.length;
-    scan_from[slot] = std::max<uint64_t>(scan_from[slot], uint64_t{v.offset} + v.length);
+    scan_from[slot] = std::max<uint64_t>(scan_from[slot], end);
+    kept_end[slot] = std::max<uint64_t>(kept_end[slot], end);
     max_seq = std::max(max_seq, v.sequence);
   }
   OPT4STORE_RETURN_IF_ERROR(FromRocks(it->status(), "read index"));
@@ -414,11 +416,20 @@ Status DiskTier::Impl::Recover() {
                  dir_.c_str(), dropped, first_loss.c_str(), dropped > 1 ? ", ..." : "");
   }
 
-  // Tails: records written after the last indexed one.
+  // Tails: records written after the last indexed one. A watermark past
+  // the file's end means the file lost bytes the index had (cut short, or
+  // a power loss before the segment's last bytes reached the disk): every
+  // record below the watermark was indexed with it, so those without an
+  // entry now are dead. They are walked, not indexed, from the last record
+  // kept to the first that is not whole, and the file is cut there: appends
+  // after a partial record's bytes made a repair's scan, reading it as a
+  // record of its stated length, step over the whole records behind it.
   std::unordered_map<ItemId, uint64_t> recovered_seq;
   for (size_t slot = 1; slot < segments_.size(); ++slot) {
-    OPT4STORE_RETURN_IF_ERROR(ScanTail(static_cast<uint16_t>(slot), scan_from[slot], &batch,
-                                       &recovered_seq, &max_seq));
+    const bool cut_short = scan_from[slot] > segments_[slot]->size;
+    OPT4STORE_RETURN_IF_ERROR(ScanTail(static_cast<uint16_t>(slot),
+                                       cut_short ? kept_end[slot] : scan_from[slot],
+                                       scan_from[slot], &batch, &recovered_seq, &max_seq));
   }
   for (size_t slot = 1; slot < segments_.size(); ++slot) file_bytes_ += segments_[slot]->size;
 
@@ -440,7 +451,8 @@ Status DiskTier::Impl::Recover() {
 }
 
 // REQUIRES: write_mu_ and mu_ held (Open only).
-Status DiskTier::Impl::ScanTail(uint16_t slot, uint64_t from, rocksdb::WriteBatch* batch,
+Status DiskTier::Impl::ScanTail(uint16_t slot, uint64_t from, uint64_t index_from,
+                                rocksdb::WriteBatch* batch,
                                 std::unordered_map<ItemId, uint64_t>* recovered_seq,
                                 uint64_t* max_seq) {
   Segment* seg = segments_[slot].get();
@@ -461,9 +473,9 @@ Status DiskTier::Impl::ScanTail(uint16_t slot, uint64_t from, rocksdb::WriteBatc
 
     // A valid record whose index batch was lost. It wins unless the index
     // already holds a version at least as new.
-    bool newer = true;
+    bool newer = pos >= index_from;
     DiskIndex::Location old;
-    if (index_.Lookup(h.id, &old)) {
+    if (newer && index_.Lookup(h.id, &old)) {
       uint64_t current_seq = 0;
       auto r = recovered_seq->find(h.id);
       if (r != recovered_seq->end()) {

@@ -204,7 +204,10 @@ class DiskTier::Impl {
   // Corruption: the index is damaged (why), with what to run.
   Status DamagedIndex(const std::string& why) const;
   Status Recover();
-  Status ScanTail(uint16_t slot, uint64_t from, rocksdb::WriteBatch* batch,
+  // Walks slot's records from `from` on, indexes those at index_from or
+  // later that the index lacks (their index batch was lost), and cuts the
+  // file at the first one that is not whole: its watermark goes there.
+  Status ScanTail(uint16_t slot, uint64_t from, uint64_t index_from, rocksdb::WriteBatch* batch,
                   std::unordered_map<ItemId, uint64_t>* recovered_seq, uint64_t* max_seq)
       REQUIRES(write_mu_, mu_);
 
