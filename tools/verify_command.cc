@@ -80,11 +80,11 @@ Status RunVerify(const VerifyCommandOptions& o) {
   std::string what = std::to_string(corrupt) + " of " + Plural(report.records_checked, "record") +
                      " in " + o.path + " are corrupt";
   if (report.lost > 0) {
-    what += ", " + Plural(report.lost, "record") + " were lost at an open (a segment file " +
+    what += ", " + Plural(report.lost, "record") + " lost at an open (a segment file " +
             "deleted or cut short)";
   }
   if (report.orphaned > 0) {
-    what += ", " + Plural(report.orphaned, "record") + " newer than the indexed version are " +
+    what += ", " + Plural(report.orphaned, "record") + " newer than the indexed version and " +
             "not indexed (orphaned)";
   }
   return Status::Corruption(what + " (ids " + ids + "); reads of them miss; 'opt4store repair " +
