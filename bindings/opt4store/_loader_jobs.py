@@ -223,25 +223,24 @@ def worker_rng(state):
     return rng
 
 
-def pass_tail(loader, rows=None):
-    """Marks the loader's drop_last tail (its `rows`, or all) as read: the
-    store does not wait for positions that no one loads."""
-    if loader._tail is not None:
-        positions, indices = loader._tail
-        if rows is None:
-            loader._tail = None
-        else:
-            positions, indices = positions[rows], indices[rows]
-        loader.dataset.store.mark_consumed(positions, indices)
+def pass_tail(tail, store, rows=None):
+    """Marks drop_last's `tail` (positions, indices; its `rows`, or all) as
+    read: the store does not wait for positions that no one loads. Returns
+    the tail still to pass: None once all of it is."""
+    if tail is None:
+        return None
+    positions, indices = tail if rows is None else (tail[0][rows], tail[1][rows])
+    store.mark_consumed(positions, indices)
+    return None if rows is None else tail
 
 
-def tail_misses(loader):
-    """The rows of the loader's drop_last tail that the store does not
-    hold; its hits are passed now (nothing to load, nothing to wait for)."""
-    if loader._tail is None:
+def tail_misses(tail, store):
+    """The rows of drop_last's `tail` that the store does not hold; its
+    hits are passed now (nothing to load, nothing to wait for)."""
+    if tail is None:
         return np.empty(0, np.int64)
-    found = loader.dataset.store.locate(loader._tail[1]) != 0
-    pass_tail(loader, np.flatnonzero(found))
+    found = store.locate(tail[1]) != 0
+    pass_tail(tail, store, np.flatnonzero(found))
     return np.flatnonzero(~found)
 
 
@@ -462,7 +461,7 @@ def _length(sampler):
         return None
 
 
-def torch_loader(loader, plan):
+def torch_loader(loader, plan, generator):
     """torch's DataLoader over opt4store.DataLoader `loader`'s CachedDataset,
     reading `plan`: the general path. Without auto-collation (batch_size=None),
     as torch's: an item a step, given to collate_fn as it is (by default
@@ -471,8 +470,7 @@ def torch_loader(loader, plan):
                   pin_memory=loader.pin_memory, timeout=loader.timeout,
                   worker_init_fn=loader.worker_init_fn,
                   multiprocessing_context=loader.multiprocessing_context,
-                  generator=worker_rng(loader._seed_state),
-                  persistent_workers=loader.persistent_workers)
+                  generator=generator, persistent_workers=loader.persistent_workers)
     if loader.prefetch_factor is not None:
         kwargs["prefetch_factor"] = loader.prefetch_factor
     if loader.batch_size is None and loader.batch_sampler is None:
@@ -493,11 +491,12 @@ class TorchLoaders:
     def __init__(self):
         self.kept = None
 
-    def for_epoch(self, loader, plan):
+    def for_epoch(self, loader, plan, generator):
+        """generator: the one torch's DataLoader draws its base seed from."""
         if not loader.persistent_workers:
-            return torch_loader(loader, plan)
+            return torch_loader(loader, plan, generator)
         if self.kept is None:
-            self.kept = torch_loader(loader, plan)
+            self.kept = torch_loader(loader, plan, generator)
         else:
             kept = self.kept
             planned = kept.batch_sampler if kept.batch_sampler is not None else kept.sampler

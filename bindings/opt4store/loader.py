@@ -273,8 +273,11 @@ class DataLoader:
         the one before (a peeked `it = iter(loader)` kept while a loop runs)."""
         before, batches = self._running(), self._epoch_batches(to_hand)
         self._running = weakref.ref(batches)
-        if before is not None:
-            before.close()  # its finally ends its epoch now, not during this one
+        try:
+            if before is not None:
+                before.close()  # its finally ends its epoch now, not during this one
+        except ValueError:  # running on a DeviceLoader's thread: it ends as before
+            pass
         return batches
 
     def _epoch_batches(self, to_hand):
@@ -289,7 +292,7 @@ class DataLoader:
             # (nor is drop_last's tail loaded then): the store must not wait
             # for those positions (unless the loop closed it).
             if self.dataset.store.is_open:
-                pass_tail(self)
+                self._tail = pass_tail(self._tail, self.dataset.store)
                 for positions, indices in plan[self._yielded:]:
                     self.dataset.store.mark_consumed(positions, indices)
 
@@ -309,13 +312,15 @@ class DataLoader:
 
     def _epoch(self, plan):
         if self._general():
-            pass_tail(self)  # torch's DataLoader reads whole batches only
-            for number, batch in enumerate(self._torch_loaders.for_epoch(self, plan)):
+            # torch's DataLoader reads whole batches only
+            self._tail = pass_tail(self._tail, self.dataset.store)
+            for number, batch in enumerate(self._torch_loaders.for_epoch(
+                    self, plan, worker_rng(self._seed_state))):
                 self._count_yielded(number + 1)
                 yield batch
             return
         if not plan:
-            pass_tail(self)
+            self._tail = pass_tail(self._tail, self.dataset.store)
             self._count_yielded(0)
             return
         ds = self.dataset
@@ -329,14 +334,14 @@ class DataLoader:
         except _batch_layout.NoLayout:
             layout = None
         if layout is None:
-            pass_tail(self)
+            self._tail = pass_tail(self._tail, self.dataset.store)
             yield from self._general_epoch(plan, first)
             return
         if self._layout is None or self._layout.meta != layout.meta:
             self._stop_workers()
             self._layout = layout
         jobs = self._jobs(plan, first is not None)
-        tail = tail_misses(self)
+        tail = tail_misses(self._tail, self.dataset.store)
         read_into = ds.store.batch_reader()
         # Workers start for the tail alone too: this process does not load.
         workers = self.num_workers > 0 and (bool(jobs) or len(tail) > 0)
