@@ -10,6 +10,7 @@ import torch
 import torch.utils.data
 
 import opt4store
+from o4s_testlib import MadeDataset
 
 N = 20
 BATCH = 5
@@ -17,12 +18,8 @@ BATCH = 5
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
 
-class Items(torch.utils.data.Dataset):
-    def __len__(self):
-        return N
-
-    def __getitem__(self, i):
-        return torch.full((2,), float(i))
+def item(i):
+    return torch.full((2,), float(i))
 
 
 def jitter(x):
@@ -56,7 +53,7 @@ def test_shuffle_gives_torchs_order(tmp_path, num_workers, seeded):
     runs = []
     for name, loader_class in (("a", torch.utils.data.DataLoader), ("b", opt4store.DataLoader)):
         store = opt4store.Store(tmp_path / name, ram_items=N)
-        ds = opt4store.CachedDataset(Items(), store)
+        ds = opt4store.CachedDataset(MadeDataset(item, N), store)
         kwargs = dict(shuffle=True, num_workers=num_workers,
                       generator=torch.Generator().manual_seed(1) if seeded else None)
         if num_workers:
@@ -80,7 +77,7 @@ def test_a_planned_epoch_draws_torchs_augmentations_and_leaves_its_generator(
         store = opt4store.Store(tmp_path / name, ram_items=N)
         base = torch.utils.data.RandomSampler(range(N), generator=torch.Generator().manual_seed(3))
         sampler = opt4store.PlannedSampler(base, epochs=3)
-        ds = opt4store.CachedDataset(Items(), store, sampler, transform=transform)
+        ds = opt4store.CachedDataset(MadeDataset(item, N), store, sampler, transform=transform)
         kwargs = dict(sampler=sampler, num_workers=num_workers, persistent_workers=persistent)
         if num_workers:
             kwargs["multiprocessing_context"] = "fork"
