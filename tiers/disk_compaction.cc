@@ -103,6 +103,11 @@ Status DiskTier::Impl::CompactSegment(uint16_t slot) {
     if (moves.size() >= kCompactionBatch) error = commit();
   });
   if (error.ok()) error = commit();
+  // Copies never indexed are cut off the active segment (a roll-over
+  // commits first, so all of them are there): left past its watermark, the
+  // next open would index those whose id has no entry, an id deleted or
+  // evicted meanwhile among them.
+  if (!error.ok() && !moves.empty()) RollBack(moves.front().to.slot, moves.front().to.offset);
   for (const auto& c : corrupt) DropCorruptLocked(c.first, c.second);
   OPT4STORE_RETURN_IF_ERROR(error);
 
