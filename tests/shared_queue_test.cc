@@ -513,18 +513,28 @@ TEST_CASE("SharedQueue: roles, attach and creation errors", "[queue]") {
   REQUIRE(producer->TryPush(1, "x", 1).ok());
   REQUIRE(q->Front(&m).ok());
 
+  // The free-space check covers what Create reserves, not the capacity: a
+  // 1 GiB queue opens where 100 MiB are free (before: NoSpace, and no store
+  // opened in Docker's 64 MiB /dev/shm), not where its first step is not.
   SharedQueueOptions o;
   o.capacity_bytes = 1ull << 30;
+  o.reserve_step_bytes = 4 * kMiB;
   o.name_prefix = TestPrefix("small");
-  o.free_space_for_testing = [](const std::string&, uint64_t* free_bytes) {
-    *free_bytes = 100 * kMiB;
+  uint64_t free_now = 100 * kMiB;
+  o.free_space_for_testing = [&free_now](const std::string&, uint64_t* free_bytes) {
+    *free_bytes = free_now;
     return Status::OK();
   };
   std::unique_ptr<SharedQueue> none;
   Status s = SharedQueue::Create(o, &none);
   INFO(s.ToString());
+  REQUIRE(s.ok());
+  none.reset();
+  free_now = 2 * kMiB;
+  s = SharedQueue::Create(o, &none);
+  INFO(s.ToString());
   REQUIRE(s.IsNoSpace());
-  CHECK(s.message().find("shared queue needs 1.00 GiB in /dev/shm, which has 100.00 MiB free") !=
+  CHECK(s.message().find("shared queue needs 4.01 MiB in /dev/shm, which has 2.00 MiB free") !=
         std::string::npos);
   o.capacity_bytes = 100;
   CHECK(SharedQueue::Create(o, &none).IsInvalidArgument());

@@ -329,8 +329,12 @@ Status SharedSegment::Create(const SharedSegmentOptions& options, uint64_t data_
                            "; a shared segment holds at most " + FormatSize(kMaxSegmentBytes));
   }
   const uint64_t total = kHeaderBytes + RoundUp(data_bytes, kPageBytes);
-  if (probe.ok() && free_bytes < total) {
-    return Status::NoSpace(NoSpaceMessage(options, total, free_bytes));
+  const uint64_t checked =
+      options.check_whole_size || !options.reserve || options.reserve_data_bytes >= data_bytes
+          ? total
+          : kHeaderBytes + RoundUp(options.reserve_data_bytes, kPageBytes);
+  if (probe.ok() && free_bytes < checked) {
+    return Status::NoSpace(NoSpaceMessage(options, checked, free_bytes));
   }
   // When the probe fails (no /dev/shm to statvfs), shm_open below reports it.
 

@@ -110,9 +110,13 @@ struct SharedSegmentOptions {
   bool reserve = true;
   // With reserve: how many bytes of the data, from its start, Create
   // reserves; the creator reserves the rest with Reserve() as it comes to
-  // use them (the RAM tier's arena, as it fills). Create's free-space check
-  // still covers the whole size.
+  // use them (the RAM tier's arena, as it fills).
   uint64_t reserve_data_bytes = UINT64_MAX;
+  // Whether Create's free-space check covers the whole size (the RAM tier:
+  // its size is the user's budget, which /dev/shm must hold) or only what
+  // Create reserves (the shared queue: its capacity is a ceiling for
+  // bursts, and a step that finds no room refuses that push alone).
+  bool check_whole_size = true;
   // Remove objects with this prefix whose creator is gone.
   bool remove_stale = true;
   // Where glibc's shm_open keeps its objects.

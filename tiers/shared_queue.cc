@@ -140,6 +140,7 @@ Status SharedQueue::Create(const SharedQueueOptions& options, std::unique_ptr<Sh
   so.remedy = "lower the queue capacity";
   so.reserve = options.reserve_memory;
   so.reserve_data_bytes = kHeaderRegion + first_step;
+  so.check_whole_size = false;  // Docker's 64 MiB /dev/shm holds a store
   so.free_space = options.free_space_for_testing;
   std::unique_ptr<SharedSegment> segment;
   OPT4STORE_RETURN_IF_ERROR(SharedSegment::Create(so, kHeaderRegion + capacity, &segment));

@@ -278,3 +278,39 @@ def test_dev_shm_filled_after_the_open_drops_a_workers_puts_never_a_sigbus(tmp_p
     assert (worker_exit, found, dropped, wrong) == (0, 4, 4, 0)
     assert "cannot grow" in proc.stderr and "/dev/shm has no room" in proc.stderr, \
         proc.stderr[-2000:]
+
+
+CHILD_DOCKER_SHM = r"""
+import sys
+import torch
+import opt4store
+
+class Items(torch.utils.data.Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        return torch.full((1024,), i % 251, dtype=torch.uint8), i
+
+store = opt4store.Store(sys.argv[2], ram="8MiB", disk="16MiB")
+sampler = opt4store.PlannedSampler(
+    torch.utils.data.RandomSampler(range(64), generator=torch.Generator().manual_seed(1)),
+    epochs=2)
+ds = opt4store.CachedDataset(Items(), store, sampler)
+wrong = 0
+for epoch in range(2):
+    for values, i in opt4store.DataLoader(ds, sampler=sampler, batch_size=8, num_workers=2):
+        wrong += sum(not torch.equal(values[k], torch.full((1024,), j % 251, dtype=torch.uint8))
+                     for k, j in enumerate(i.tolist()))
+print("loads", store.stats()["source_loads"], "wrong", wrong)
+store.close()
+"""
+
+
+def test_a_store_opens_and_loads_in_dockers_default_dev_shm(tmp_path):
+    """Docker's default /dev/shm is 64 MiB. The shared queue (64 MiB of
+    capacity, reserved 4 MiB at a time as it fills) made every store fail to
+    open there (NoSpaceError: the check asked for its whole capacity free)."""
+    proc = run_on_tmpfs("/dev/shm", "64m", CHILD_DOCKER_SHM, tmp_path / "store")
+    assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stderr[-2000:]}"
+    assert proc.stdout.strip().splitlines()[-1] == "loads 64 wrong 0", proc.stdout
