@@ -584,7 +584,8 @@ class DataLoader:
         without, values read a batch at a time, transformed and collated."""
         ds = self.dataset
         if self.num_workers > 0:
-            for number, batch in enumerate(self._torch_loaders.for_epoch(self, plan)):
+            for number, batch in enumerate(self._torch_loaders.for_epoch(
+                    self, plan, worker_rng(self._seed_state))):
                 self._count_yielded(number + 1)
                 yield batch
             return

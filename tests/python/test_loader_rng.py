@@ -84,3 +84,28 @@ def test_a_planned_epoch_draws_torchs_augmentations_and_leaves_its_generator(
         runs.append(run(loader_class, ds, 3, make_loader_once=persistent, **kwargs))
         store.close()
     assert_same_runs(*runs)
+
+
+def words(i):
+    return (f"item {i}", "even" if i % 2 == 0 else "odd")
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_samples_without_a_batch_layout_take_torchs_path_with_its_draws(tmp_path, num_workers):
+    # Strings only: no tensors to assemble, so torch's DataLoader over the
+    # CachedDataset makes the batches (with workers: it failed on the
+    # generator argument, the general path's torch loader taking one now).
+    runs = []
+    for name, loader_class in (("a", torch.utils.data.DataLoader), ("b", opt4store.DataLoader)):
+        store = opt4store.Store(tmp_path / name, ram_items=N)
+        base = torch.utils.data.RandomSampler(range(N), generator=torch.Generator().manual_seed(3))
+        sampler = opt4store.PlannedSampler(base, epochs=2)
+        ds = opt4store.CachedDataset(MadeDataset(words, N), store, sampler)
+        kwargs = dict(sampler=sampler, num_workers=num_workers)
+        if num_workers:
+            kwargs["multiprocessing_context"] = "fork"
+        torch.manual_seed(0)
+        runs.append([(list(loader_class(ds, batch_size=BATCH, **kwargs)), torch.rand(()).item())
+                     for _ in range(2)])
+        store.close()
+    assert runs[0] == runs[1]
