@@ -566,4 +566,5 @@ PYBIND11_MODULE(_core, m) {
   m.def("parse_size", &opt4store::ParseSizeText, py::arg("text"), py::arg("name") = "");
   m.def("plan_fingerprint", &opt4store::PlanFingerprintOf, py::arg("ids"));
   m.attr("NO_POSITION") = opt4store::kNoPosition;
+  m.attr("MAX_META_BYTES") = opt4store::kMaxMetaBytes;
 }

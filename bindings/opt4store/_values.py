@@ -181,7 +181,13 @@ def encode_parts(value, warn_once=None):
             except (pickle.PicklingError, AttributeError, TypeError):
                 _warn_plain_types(value)
                 user = _pickle_skeleton(_plain_containers(skeleton))
-            return _core.encode_header("bytes", [size], TAG_STRUCT, user), chunks, size
+            meta = _core.encode_header("bytes", [size], TAG_STRUCT, user)
+            # The skeleton (its leaves' places, the non-tensor parts) goes in
+            # the meta, which the store caps; past that (a list of 2000 token
+            # ids, a long string beside a tensor) the value goes whole, by
+            # pickle, into the payload.
+            if len(meta) <= _core.MAX_META_BYTES:
+                return meta, chunks, size
     message = (f"opt4store: caching a {type(value).__name__} through pickle, which is slower "
                "than tensors, arrays, or tuples/lists/dicts of them")
     if warn_once is not None:
@@ -197,7 +203,7 @@ def encode_parts(value, warn_once=None):
             raise
         _warn_plain_types(value, "tensor subclass", "torch.Tensor")
         return encode_parts(plain, warn_once)
-    data = np.frombuffer(pickled, np.uint8)
+    data = np.frombuffer(bytearray(pickled), np.uint8)  # writable: torch.from_numpy warns else
     return _core.encode_header("bytes", [data.nbytes], TAG_PICKLE, b""), [(0, data)], data.nbytes
 
 

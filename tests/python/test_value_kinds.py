@@ -2,8 +2,9 @@
 no elements (a detection sample without boxes), conjugate and negative
 views sent back by a worker, sparse tensors, numpy array subclasses
 (MaskedArray keeps its mask), tensor subclasses without attributes and
-plain tensors with some, big-endian arrays, and NaN numpy scalars at the
-spot check. Each is read back (a miss, then a hit) and batched as torch's
+plain tensors with some, big-endian arrays, NaN numpy scalars at the
+spot check, and samples whose non-tensor parts outgrow the store's 64 KiB
+meta (token ids in a list, a long caption): they go whole by pickle. Each is read back (a miss, then a hit) and batched as torch's
 DataLoader does."""
 
 import warnings
@@ -57,6 +58,14 @@ def nan_label(i):
     return torch.full((2,), float(i)), np.float32("nan")
 
 
+def token_ids(i):  # what a tokenizer gives: 2048 ints in a list, beside a label
+    return {"input_ids": [(i * 7 + k) % 30000 for k in range(2048)], "label": i}
+
+
+def long_text(i):  # an image with its caption of 70 000 characters
+    return torch.full((2,), float(i)), "word " * 14000
+
+
 def loaded_twice(tmp_path, make, name="store"):
     """(the value of a miss, of a hit) for every item, through a CachedDataset."""
     store = opt4store.Store(tmp_path / name, ram_items=2, disk="16MiB")  # hits from disk too
@@ -67,7 +76,8 @@ def loaded_twice(tmp_path, make, name="store"):
         store.close()
 
 
-@pytest.mark.parametrize("make", [no_boxes, views, masked, subclass, noted, big_endian])
+@pytest.mark.parametrize("make", [no_boxes, views, masked, subclass, noted, big_endian,
+                                  token_ids, long_text])
 def test_a_hit_gives_back_what_the_dataset_gave(tmp_path, make):
     misses, hits = loaded_twice(tmp_path, make)
     for i in range(N):
@@ -99,7 +109,7 @@ def test_sparse_tensors_are_stored_and_batched(tmp_path):
         assert torch.equal(misses[i][0].to_dense(), sparse(i)[0].to_dense())
 
 
-@pytest.mark.parametrize("make", [no_boxes, views])
+@pytest.mark.parametrize("make", [no_boxes, views, token_ids, long_text])
 @pytest.mark.parametrize("workers", [0, 2])
 def test_batches_equal_torchs(tmp_path, make, workers):
     expected = list(torch.utils.data.DataLoader(MadeDataset(make, N), batch_size=BATCH))
