@@ -55,7 +55,7 @@ std::vector<uint64_t> LeafRowBytes(const char* what, const IdArray& rows, uint64
     int64_t row_elements = 1;  // a leaf of 0 rows still has a row size
     for (int64_t d = 1; d < leaf.dim(); ++d) row_elements *= leaf.size(d);
     row_bytes[j] = static_cast<uint64_t>(row_elements) * leaf.element_size();
-    if (offsets[j] + row_bytes[j] > payload_bytes) {
+    if (offsets[j] > payload_bytes || row_bytes[j] > payload_bytes - offsets[j]) {  // no wrap
       ThrowIfError(Status::InvalidArgument(call + ": a leaf reaches past the payload"));
     }
     batch_rows = std::min<int64_t>(batch_rows, leaf.size(0));
@@ -215,6 +215,13 @@ void PutRows(Store* store, const PositionArray& positions, const IdArray& ids,
   const std::vector<ItemId> id_list = CheckedIds(store, ids);
   const std::vector<uint64_t> row_bytes =
       LeafRowBytes("put_rows", rows, payload_bytes, offsets, leaves);
+  // The meta must describe a payload of that size: a stored value whose
+  // header disagrees with its bytes would fail every later read.
+  ValueHeader header;
+  if (!DecodeValueHeader(meta, &header).ok() || header.PayloadBytes() != payload_bytes) {
+    ThrowIfError(Status::InvalidArgument("put_rows: meta does not describe a payload of " +
+                                         std::to_string(payload_bytes) + " bytes"));
+  }
   std::vector<const char*> bases(leaves.size());
   for (size_t j = 0; j < leaves.size(); ++j) {
     bases[j] = static_cast<const char*>(leaves[j].data_ptr());

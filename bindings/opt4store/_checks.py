@@ -120,6 +120,10 @@ def check_dir_path(name, value):
     if not isinstance(path, str):
         raise InvalidTypeError(f"{name}: expected a str path, got {_describe(path)}")
     check_str(name, path)
+    try:  # the native store takes UTF-8; a name os.fsdecode made with surrogates is not
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"{name}: {path!r} is not valid UTF-8") from None
     if os.path.exists(path) and not os.path.isdir(path):
         raise InvalidArgumentError(f"{name}: {path!r} exists and is not a directory")
     return path

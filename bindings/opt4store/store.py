@@ -439,7 +439,8 @@ class Store:
         """Waits until the owner has taken every value that a worker (any
         process) put before this call, so that locate() sees them. False
         when ``timeout`` seconds ran out first."""
-        return self._require_open().wait_for_puts(int(timeout * 1000))
+        timeout = check_number("timeout", timeout, allow_inf=True)  # inf: some 24 days
+        return self._require_open().wait_for_puts(int(min(timeout * 1000, MAX_FETCH_TIMEOUT_MS)))
 
     def peek(self, index):
         """The value stored for ``index``, or None, read to check it: no

@@ -19,6 +19,7 @@ from o4s_testlib import UniformDataset, uniform_item
 N = 10
 BIG = 2 ** 64
 NAN = math.nan
+META16 = opt4store._core.encode_header("bytes", [16], 0, b"")  # a 16-byte payload
 
 E = opt4store.InvalidArgumentError
 T = opt4store.InvalidTypeError
@@ -185,6 +186,19 @@ CASES = [
      "epoch_length"),
     ("read_into-payload_bytes-negative",
      lambda c: c.store.read_into([0], [0], [0], b"", -1, [], []), E, "payload_bytes"),
+    # An offset near 2**64 wrapped past the check: put_rows wrote before its
+    # buffer (a segfault); a meta of another size made the value unreadable.
+    ("put_rows-offset-wraps", lambda c: c.store.put_rows(
+        [0], [1], [0], META16, 16, [2**64 - 16], [torch.ones(1, 4)]), E, "past the payload"),
+    ("read_into-offset-wraps", lambda c: c.store.read_into(
+        [0], [1], [0], META16, 16, [2**64 - 16], [torch.ones(1, 4)]), E, "past the payload"),
+    ("wait_for_puts-nan", lambda c: c.store.wait_for_puts(NAN), E, "timeout"),
+    ("wait_for_puts-str", lambda c: c.store.wait_for_puts("5"), T, "timeout"),
+    ("wait_for_puts-negative", lambda c: c.store.wait_for_puts(-1), E, "timeout"),
+    ("store-path-not-utf8", lambda c: opt4store.Store("/tmp/o4s-\udcff", ram_items=N), E,
+     "UTF-8"),
+    ("put_rows-meta-of-another-size", lambda c: c.store.put_rows(
+        [0], [1], [0], META16, 32, [0], [torch.ones(1, 4)]), E, "meta does not describe"),
     ("bind-sampler-str", lambda c: opt4store.Store(None, ram_items=N).bind(N, "x"), T, "sampler"),
     ("warn_once-kind-str", lambda c: c.store.warn_once("drift", "message"), T, "kind"),
     ("warn_once-message-int", lambda c: c.store.warn_once(1, 5), T, "message"),
