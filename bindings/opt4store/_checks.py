@@ -175,6 +175,10 @@ def int_array(name, values, dtype, size=None, out_of_range=OutOfRangeError):
         raise InvalidArgumentError(f"{name}: expected a 1-D sequence, got {array.ndim}-D")
     if array.size == 0:
         return np.zeros(0, dtype=dtype)
+    if array.dtype.kind == "f" and not isinstance(values, np.ndarray):
+        # NumPy 1 makes floats of Python ints past int64's range beside
+        # others (NO_POSITION in a batch of planned positions): each is checked.
+        array = np.asarray(values, dtype=object)
     if array.dtype.kind == "O":
         checked = [check_position(name, v) if dtype == np.uint64 else check_index(name, v, size)
                    for v in array.tolist()]

@@ -157,3 +157,19 @@ def test_drift_in_one_process_does_not_wait_in_vain(tmp_path):
             f"for a Put no reader was going to make; {2 * N} reads took {elapsed:.1f} s")
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_reads_past_the_plan_mixed_with_planned_ones_in_a_batch(tmp_path, workers):
+    # A plan of 6 reads, a loader reading all N: batches mix planned
+    # positions with reads the plan has no position for. Under NumPy 1 the
+    # batch's positions became floats, refused as "expected ints".
+    store = opt4store.Store(tmp_path / "store", ram_items=N, disk=0)
+    ds = opt4store.CachedDataset(UniformDataset(N), store,
+                                 opt4store.PlannedSampler(list(range(6)), epochs=1))
+    kwargs = dict(num_workers=workers, multiprocessing_context="fork") if workers else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the drift warning
+        got = torch.cat(list(torch.utils.data.DataLoader(ds, batch_size=4, **kwargs)))
+    assert torch.equal(got, torch.stack([uniform_item(i) for i in range(N)]))
+    store.close()
