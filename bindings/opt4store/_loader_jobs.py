@@ -32,6 +32,7 @@ import numpy as np
 import torch.utils.data
 
 from ._batch_layout import resolved
+from ._checks import int_array
 from ._errors import InvalidArgumentError
 from .sampler import PlannedIndex, PlannedSampler
 from .store import NO_POSITION
@@ -439,8 +440,8 @@ def _drawn_batches(ds, planned, sampler, batch_sampler):
                 "opt4store.DataLoader draws an epoch whole when it starts, so its sampler must "
                 "end (an endless one, as mmengine's InfiniteSampler, cannot drive it; give the "
                 "CachedDataset's PlannedSampler, and iterate the loader once an epoch)")
-        out.append((np.array([ds.position_of(i) for i in batch], dtype=np.uint64),
-                    np.array([int(i) for i in batch], dtype=np.int64)))
+        indices = int_array("indices", batch, np.int64, len(ds))  # no float, str or bool
+        out.append((np.array([ds.position_of(i) for i in batch], dtype=np.uint64), indices))
         if planned is not None:
             at, count = planned.handed_out()
             marks.append(count if at == began else 0)  # 0: its epoch not begun yet

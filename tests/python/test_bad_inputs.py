@@ -241,6 +241,16 @@ CASES = [
     ("worker_init_fn-str", loader(worker_init_fn="f"), T, "worker_init_fn"),
     ("generator-int", loader(generator=5), T, "generator"),
     ("device-bad-str", loader(device="gpu!"), E, "device"),
+    # A sampler's indices, checked as ds[i] checks them (before: 0.5 read
+    # item 0, True item 1, '1' item 1; 2**64 + 1 a raw OverflowError).
+    ("loader-index-float", lambda c: list(opt4store.DataLoader(c.ds, sampler=[0.5, 1.5])), T,
+     "indices"),
+    ("loader-index-bool", lambda c: list(opt4store.DataLoader(c.ds, sampler=[True])), T,
+     "indices"),
+    ("loader-index-str", lambda c: list(opt4store.DataLoader(c.ds, sampler=["1"])), T,
+     "indices"),
+    ("loader-index-huge", lambda c: list(opt4store.DataLoader(c.ds, sampler=[BIG + 1])), R,
+     "indices"),
     ("device-float", loader(device=1.5), T, "device"),
     ("loader-unknown-keyword", loader(bogus=1), TypeError, "bogus"),
     ("loader-set_epoch-float", lambda c: opt4store.DataLoader(c.ds).set_epoch(1.5), T, "epoch"),
