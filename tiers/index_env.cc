@@ -1,12 +1,29 @@
 #include "tiers/index_env.h"
 
+#include <pthread.h>
 #include <rocksdb/threadpool.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 
 namespace opt4store {
 namespace {
+
+// A child forked from a process whose index ran RocksDB's static timer
+// inherits the timer's condition variable with a waiter that is not in the
+// child: at a normal exit(), the timer's destructor waits for that waiter
+// in pthread_cond_destroy for ever (a script's os.fork() child that ended
+// with sys.exit hung so; DataLoader workers leave by _exit). In such a
+// child, exit() flushes stdio and leaves by _exit: registered last, the
+// handler runs first, after Python's own finalization.
+void ExitBeforeStatics(int status, void* /*arg*/) {
+  std::fflush(nullptr);
+  _exit(status);
+}
+
+void OnForkChild() { on_exit(&ExitBeforeStatics, nullptr); }
 
 // One process's pools: flushes (HIGH) apart from compactions (LOW and
 // BOTTOM), as RocksDB keeps them, so that a long compaction delays no flush.
@@ -72,6 +89,9 @@ class IndexEnvImpl : public rocksdb::EnvWrapper {
 
 rocksdb::Env* IndexEnv() {
   static IndexEnvImpl* const env = new IndexEnvImpl();
+  // Children forked from here on, once this process runs an index.
+  static const int exit_hook = pthread_atfork(nullptr, nullptr, &OnForkChild);
+  (void)exit_hook;
   return env;
 }
 

@@ -10,6 +10,10 @@
 // new pools in each process that schedules a job, and leaves an inherited
 // parent's pools alone (they have no threads to join here).
 //
+// Once a process runs an index, its forked children leave exit() by
+// _exit after flushing stdio (index_env.cc says why: RocksDB's static timer
+// would hang them).
+//
 // Thread safety: any thread, any process. Jobs still queued when their DB
 // closes are not taken back (UnSchedule removes none): each runs, sees the
 // DB shutting down, and returns, as RocksDB's own close waits for.
