@@ -35,7 +35,7 @@ from ._batch_layout import resolved
 from ._checks import int_array
 from ._errors import InvalidArgumentError
 from .sampler import PlannedIndex, PlannedSampler
-from .store import NO_POSITION
+from .store import MISS, NO_POSITION
 
 
 # Filler's own attributes; any other is its CachedDataset's.
@@ -274,7 +274,7 @@ def read_again(plan):
 
 def first_sample(loader, plan):
     """The first sample of an epoch's `plan`, whose layout decides the batch
-    tensors: (row 0's value, read here, or None when a job loads it with the
+    tensors: (row 0's value, read here, or MISS when a job loads it with the
     other misses; a value of the epoch that shows the layout).
 
     With workers the Dataset is not called in this process, as under torch's
@@ -287,15 +287,15 @@ def first_sample(loader, plan):
     positions, indices = plan[0]
     position, index = int(positions[0]), int(indices[0])
     if loader.num_workers == 0 or ds.store.locate(indices[:1])[0] != 0:
-        first = ds.store.get(position, index)
-        if first is None:  # a miss, counted: loaded without a second read
+        first = ds.store.get(position, index, MISS)
+        if first is MISS:  # counted: loaded without a second read
             first = load_unread(loader, [position], [index])[0]
         return first, first
     every = np.concatenate([batch[1] for batch in plan])
     for held in every[np.flatnonzero(ds.store.locate(every) != 0)[:_PEEKS]].tolist():
-        sample = ds.store.peek(held)
-        if sample is not None:  # None: let go since located, or on a disk a reader cannot see
-            return None, sample
+        sample = ds.store.peek(held, MISS)
+        if sample is not MISS:  # MISS: let go since located, or on a disk a reader cannot see
+            return MISS, sample
     first = load_in_worker(loader, [position], [index], read=True)[0]
     return first, first
 
@@ -309,8 +309,8 @@ def unread_values(loader, positions, indices, rows, codes):
     ds = loader.dataset
     values, gone, where = {}, [], []
     for row, code in zip(rows, codes):
-        values[row] = ds.store.get(NO_POSITION, int(indices[row])) if code == 2 else None
-        if values[row] is None:
+        values[row] = ds.store.get(NO_POSITION, int(indices[row]), MISS) if code == 2 else MISS
+        if values[row] is MISS:
             gone.append(row)
             where.append(int(positions[row]) if code == 1 else NO_POSITION)
     if gone:

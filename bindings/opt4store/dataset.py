@@ -10,7 +10,7 @@ from ._checks import MAX_UINT64, check_callable, check_index, check_int, check_s
 from ._errors import InvalidArgumentError, InvalidTypeError, StaleStoreError
 from ._values import same_value
 from .sampler import PlannedSampler
-from .store import NO_POSITION, WARN_DRIFT, Store
+from .store import MISS, NO_POSITION, WARN_DRIFT, Store
 
 # The spot check looks for values the store holds this many ids at a time,
 # and picks its ids spread over the first _SPOT_CANDIDATES it finds.
@@ -133,9 +133,9 @@ class CachedDataset(torch.utils.data.Dataset):
             while end < len(indices) and int(indices[end]) not in seen:
                 seen.add(int(indices[end]))
                 end += 1
-            run = self.store.get_batch(positions[start:end], indices[start:end])
+            run = self.store.get_batch(positions[start:end], indices[start:end], MISS)
             for k, value in enumerate(run):
-                if value is None:
+                if value is MISS:
                     i = start + k
                     if unstored is None or int(indices[i]) in repeated:
                         run[k] = self.load_miss(positions[i], indices[i])
@@ -150,8 +150,8 @@ class CachedDataset(torch.utils.data.Dataset):
         """The untransformed value of ``index``: from the store, or loaded from
         the dataset and stored."""
         position = self._position(index)
-        result = self.store.get(position, index)
-        return result if result is not None else self.load_miss(position, index)
+        result = self.store.get(position, index, MISS)
+        return result if result is not MISS else self.load_miss(position, index)
 
     def position_of(self, index):
         """The plan position of a read of ``index`` (NO_POSITION when unknown),
@@ -247,8 +247,8 @@ class CachedDataset(torch.utils.data.Dataset):
     def _spot_check(self, count):
         source = _apart(self.dataset)
         for index in self._held_indices(count):
-            stored = self.store.peek(index)
-            if stored is None:
+            stored = self.store.peek(index, MISS)
+            if stored is MISS:
                 continue  # evicted meanwhile
             loaded = source[index]
             if same_value(stored, loaded):

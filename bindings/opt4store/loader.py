@@ -75,6 +75,7 @@ from ._loader_jobs import (Filler, JobList, TorchLoaders, draw_base_seed, end_wo
 from ._read_ahead import ReadAhead
 from .dataset import CachedDataset
 from .device import OwnBatches, check_device, to_device
+from .store import MISS
 
 _default_collate = _batch_layout.default_collate
 
@@ -84,8 +85,7 @@ _LENT_SLOTS = 2
 # Read ahead only while the loop spends this long with a batch: else the
 # read overlaps nothing and its thread costs more (README, "read-ahead").
 _READ_AHEAD_MIN_STEP_S = 200e-6
-# drop_last's tail is split across the workers in jobs of at least this
-# many rows.
+# drop_last's tail goes to the workers in jobs of at least this many rows.
 _MIN_JOB_ROWS = 4
 # How long an epoch's start waits for the owner to take the values the last
 # epoch's workers put; past it, the epoch loads what it cannot see.
@@ -340,7 +340,7 @@ class DataLoader:
         if self._layout is None or self._layout.meta != layout.meta:
             self._stop_workers()
             self._layout = layout
-        jobs = self._jobs(plan, first is not None)
+        jobs = self._jobs(plan, first is not MISS)
         tail = tail_misses(self._tail, self.dataset.store)
         read_into = ds.store.batch_reader()
         # Workers start for the tail alone too: this process does not load.
@@ -352,7 +352,7 @@ class DataLoader:
         try:
             for number, (positions, indices) in enumerate(plan):
                 batch = self._assemble(number, positions, indices, self._layout, jobs, filler,
-                                       first if number == 0 else None, read_into,
+                                       first if number == 0 else MISS, read_into,
                                        ahead.take(number) if ahead is not None else None)
                 if ahead is not None and number + 1 < len(plan) and number + 1 not in jobs \
                         and step is not None and step >= _READ_AHEAD_MIN_STEP_S:
@@ -509,11 +509,11 @@ class DataLoader:
             self._job_list.done(number)
         else:
             leaves = self._free_leaves(layout, rows, filler, pin)
-        first_read = first is not None and ds.transform is None
+        first_read = first is not MISS and ds.transform is None
         if first_read and not layout.write_row(leaves, 0, first):
             other[0] = first
         if loaded is not None and filler is None:
-            known = {0: first} if first is not None and ds.transform is not None else None
+            known = {0: first} if first is not MISS and ds.transform is not None else None
             _, theirs, _ = load_rows(ds, layout, leaves, positions[loaded], indices[loaded], loaded,
                                    known=known)
             other.update(theirs)

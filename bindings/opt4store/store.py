@@ -20,6 +20,9 @@ NO_POSITION = _core.NO_POSITION
 # Store.warn_once's kind for drift: the engine's own (kWarnDrift), so that
 # CachedDataset's warning and the engine's log are one warning.
 WARN_DRIFT = 1
+# The default the package's own reads pass to get, get_batch and peek: a
+# dataset item may be None, and a stored None is a hit.
+MISS = object()
 
 # The settings a store saves, from the one table (store_options.h):
 # (name, kind, default, help); kind is "size", "count" or "name".
@@ -287,9 +290,11 @@ class Store:
         core = self._require_open()
         core.append_plan(_plan_part(core, ids))
 
-    def get(self, position, index):
-        """The value stored for ``index``, or None; ``position`` is its plan
-        position (NO_POSITION when unknown), which counts it as read there."""
+    def get(self, position, index, default=None):
+        """The value stored for ``index``, or ``default`` when it is not
+        stored (a stored None reads as None: pass a default of your own to
+        tell them apart); ``position`` is its plan position (NO_POSITION
+        when unknown), which counts it as read there."""
         core = self._require_open()
         position = check_position("position", position)
         index = check_index("index", index, self._items(core))
@@ -299,13 +304,11 @@ class Store:
         result = core.get(position, index)
         if position != NO_POSITION and position > self._read_to:
             self._read_to = position
-        if result is None or type(result) is torch.Tensor:
-            return result
-        return _values.decode(result)
+        return _read(result, default)
 
-    def get_batch(self, positions, indices):
+    def get_batch(self, positions, indices, default=None):
         """Store.get for each (position, index) pair, in one call: a list of
-        values, None for a miss."""
+        values, ``default`` for a miss."""
         core = self._require_open()
         positions, indices = _paired(core, positions, indices)
         if self._peer_reader is not None:
@@ -315,7 +318,7 @@ class Store:
         planned = positions[positions != NO_POSITION]
         if len(planned):
             self._read_to = max(self._read_to, int(planned.max()))
-        return [r if r is None or type(r) is torch.Tensor else _values.decode(r) for r in results]
+        return [_read(r, default) for r in results]
 
     def read_into(self, positions, indices, rows, meta, payload_bytes, offsets, leaves):
         """Reads each (position, index) into row rows[i] of every leaf tensor,
@@ -442,16 +445,13 @@ class Store:
         timeout = check_number("timeout", timeout, allow_inf=True)  # inf: some 24 days
         return self._require_open().wait_for_puts(int(min(timeout * 1000, MAX_FETCH_TIMEOUT_MS)))
 
-    def peek(self, index):
-        """The value stored for ``index``, or None, read to check it: no
+    def peek(self, index, default=None):
+        """The value stored for ``index``, or ``default``, read to check it: no
         access is counted, no plan position consumed, and the tiers are left
         as they were. In the owner process (a reader does not see the disk
         tier)."""
         core = self._require_open()
-        result = core.peek(check_index("index", index, core.dataset_size()))
-        if result is None or type(result) is torch.Tensor:
-            return result
-        return _values.decode(result)
+        return _read(core.peek(check_index("index", index, core.dataset_size())), default)
 
     def put(self, position, index, value):
         """Stores ``value`` for ``index`` (loaded for plan ``position``)."""
@@ -576,6 +576,13 @@ class Store:
         state = "closed" if self._core is not None and self._core.closed else \
             "open" if self.is_open else "not open"
         return f"opt4store.Store({self.path!r}, {state})"
+
+
+def _read(result, default):
+    """A value as the engine returned it (None: not stored), decoded."""
+    if result is None:
+        return default
+    return result if type(result) is torch.Tensor else _values.decode(result)
 
 
 def _plan_part(core, ids):

@@ -5,8 +5,11 @@ views sent back by a worker, sparse tensors, numpy array subclasses
 plain tensors with some, big-endian arrays, NaN numpy scalars at the
 spot check, and samples whose non-tensor parts outgrow the store's 64 KiB
 meta (token ids in a list, a long caption): they go whole by pickle. Each is read back (a miss, then a hit) and batched as torch's
-DataLoader does."""
+DataLoader does. An item that is None (a dataset's way to skip a bad file,
+with a collate_fn that drops it) is a value like any other: stored once,
+then a hit."""
 
+import multiprocessing
 import warnings
 
 import numpy as np
@@ -140,5 +143,54 @@ def test_the_spot_check_at_a_reopen_passes(tmp_path, make):
             warnings.filterwarnings("ignore", "opt4store. caching", RuntimeWarning)
             ds = opt4store.CachedDataset(MadeDataset(make, N), store, spot_check=N)
         assert len(ds) == N
+    finally:
+        store.close()
+
+
+def none_for_odd(i):  # odd items stand for unreadable files
+    return None if i % 2 else torch.full((2,), float(i))
+
+
+class CountedLoads(MadeDataset):
+    """MadeDataset that counts its loads, in forked workers too."""
+
+    def __init__(self, make, n):
+        super().__init__(make, n)
+        self.loads = multiprocessing.Value("i", 0)
+
+    def __getitem__(self, i):
+        with self.loads.get_lock():
+            self.loads.value += 1
+        return super().__getitem__(i)
+
+
+def without_none(batch):
+    return torch.utils.data.default_collate([v for v in batch if v is not None])
+
+
+@pytest.mark.parametrize("how,workers", [("get", 0), ("torch", 0), ("torch", 2),
+                                         ("opt4store", 0), ("opt4store", 2)])
+def test_a_stored_none_is_a_hit(tmp_path, how, workers):
+    store = opt4store.Store(tmp_path / "store", ram_items=2 * N)
+    sampler = opt4store.PlannedSampler(torch.utils.data.SequentialSampler(range(N)), epochs=2)
+    source = CountedLoads(none_for_odd, N)
+    ds = opt4store.CachedDataset(source, store, sampler)
+    kind = {"torch": torch.utils.data.DataLoader, "opt4store": opt4store.DataLoader}.get(how)
+    loader = kind and kind(ds, sampler=sampler, batch_size=BATCH, num_workers=workers,
+                           collate_fn=without_none,
+                           multiprocessing_context="fork" if workers else None)
+    try:
+        assert store.peek(1, default="absent") == "absent"
+        for epoch in range(2):
+            got = [ds[i] for i in range(N)] if how == "get" else \
+                [v for batch in loader for v in batch]
+            expected = [v for v in map(none_for_odd, range(N)) if how == "get" or v is not None]
+            assert len(got) == len(expected)
+            for k, (g, e) in enumerate(zip(got, expected)):
+                assert_same(g, e, f"epoch {epoch} value {k}")
+        if workers:
+            store.wait_for_puts(10)
+        assert source.loads.value == N  # each item once, in epoch 1; epoch 2 hit them all
+        assert store.peek(1, default="absent") is None
     finally:
         store.close()
