@@ -287,13 +287,13 @@ def first_sample(loader, plan):
     positions, indices = plan[0]
     position, index = int(positions[0]), int(indices[0])
     if loader.num_workers == 0 or ds.store.locate(indices[:1])[0] != 0:
-        first = ds.store.get(position, index, MISS)
+        first = ds.store.get(position, index, default=MISS)
         if first is MISS:  # counted: loaded without a second read
             first = load_unread(loader, [position], [index])[0]
         return first, first
     every = np.concatenate([batch[1] for batch in plan])
     for held in every[np.flatnonzero(ds.store.locate(every) != 0)[:_PEEKS]].tolist():
-        sample = ds.store.peek(held, MISS)
+        sample = ds.store.peek(held, default=MISS)
         if sample is not MISS:  # MISS: let go since located, or on a disk a reader cannot see
             return MISS, sample
     first = load_in_worker(loader, [position], [index], read=True)[0]
@@ -309,7 +309,8 @@ def unread_values(loader, positions, indices, rows, codes):
     ds = loader.dataset
     values, gone, where = {}, [], []
     for row, code in zip(rows, codes):
-        values[row] = ds.store.get(NO_POSITION, int(indices[row]), MISS) if code == 2 else MISS
+        values[row] = ds.store.get(NO_POSITION, int(indices[row]), default=MISS) \
+            if code == 2 else MISS
         if values[row] is MISS:
             gone.append(row)
             where.append(int(positions[row]) if code == 1 else NO_POSITION)

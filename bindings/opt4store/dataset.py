@@ -133,7 +133,7 @@ class CachedDataset(torch.utils.data.Dataset):
             while end < len(indices) and int(indices[end]) not in seen:
                 seen.add(int(indices[end]))
                 end += 1
-            run = self.store.get_batch(positions[start:end], indices[start:end], MISS)
+            run = self.store.get_batch(positions[start:end], indices[start:end], default=MISS)
             for k, value in enumerate(run):
                 if value is MISS:
                     i = start + k
@@ -150,7 +150,7 @@ class CachedDataset(torch.utils.data.Dataset):
         """The untransformed value of ``index``: from the store, or loaded from
         the dataset and stored."""
         position = self._position(index)
-        result = self.store.get(position, index, MISS)
+        result = self.store.get(position, index, default=MISS)
         return result if result is not MISS else self.load_miss(position, index)
 
     def position_of(self, index):
@@ -247,7 +247,7 @@ class CachedDataset(torch.utils.data.Dataset):
     def _spot_check(self, count):
         source = _apart(self.dataset)
         for index in self._held_indices(count):
-            stored = self.store.peek(index, MISS)
+            stored = self.store.peek(index, default=MISS)
             if stored is MISS:
                 continue  # evicted meanwhile
             loaded = source[index]
