@@ -561,7 +561,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("stat_fields", &opt4store::StatFields);
   m.def("setting_fields", &opt4store::SettingFieldList);
   m.def(
-      "check_options", [](const py::dict& options) { opt4store::OptionsFromDict(options); },
+      "check_options",
+      [](const py::dict& options) {
+        opt4store::ThrowIfError(opt4store::CheckGivenOptions(opt4store::OptionsFromDict(options)));
+      },
       py::arg("options"));
   m.def("parse_size", &opt4store::ParseSizeText, py::arg("text"), py::arg("name") = "");
   m.def("plan_fingerprint", &opt4store::PlanFingerprintOf, py::arg("ids"));

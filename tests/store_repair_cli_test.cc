@@ -94,5 +94,16 @@ TEST_CASE("create refuses a RAM tier of nothing", "[store_cli]") {
   }
 }
 
+TEST_CASE("create refuses a disk tier below the smallest", "[store_cli]") {
+  TempDir dir;
+  const std::string path = dir.File("store");
+  const CliResult r = Cli(dir, {"create", path, "--dataset-size", "10", "--disk", "1KiB"});
+  CheckFails(r);
+  CHECK(r.err.find("--disk: 1024 bytes is below the smallest disk tier, 32 KiB") !=
+        std::string::npos);
+  CHECK_FALSE(opt4store_test::FileExists(path));
+  CliOk(dir, {"create", path, "--dataset-size", "10", "--disk", "32KiB"});
+}
+
 }  // namespace
 }  // namespace opt4store

@@ -279,6 +279,26 @@ TEST_CASE("Store: out-of-range ids and oversized meta are refused", "[store]") {
   REQUIRE(store->Close().ok());
 }
 
+TEST_CASE("Store: settings no store runs with are refused before anything is made", "[store]") {
+  for (int which = 0; which < 4; ++which) {
+    ScratchStore scratch;
+    StoreOptions o = BaseOptions(scratch);
+    o.dataset_size = 10;
+    const char* named[] = {"ram=0", "ram_items=0", "disk=1024 bytes", "not both"};
+    if (which == 0) o.ram = 0;
+    if (which == 1) o.ram_items = 0;
+    if (which == 2) o.disk = 1024;
+    if (which == 3) o.ram = kMiB, o.ram_items = 4;
+    std::unique_ptr<Store> store;
+    const Status s = Store::Open(o, scratch.path(), &store);
+    INFO(s.ToString());
+    CHECK(s.IsInvalidArgument());
+    CHECK(s.message().find(named[which]) != std::string::npos);
+    CHECK(CheckGivenOptions(o).IsInvalidArgument());
+    CHECK_FALSE(std::filesystem::exists(scratch.path()));
+  }
+}
+
 TEST_CASE("Store: Close releases everything and later calls fail with IOError", "[store]") {
   ScratchStore scratch;
   StoreOptions o = BaseOptions(scratch);

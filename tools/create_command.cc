@@ -115,6 +115,11 @@ Status BuildStoreOptions(const CreateCommandOptions& o, StoreOptions* so) {
         "--disk: must be more than 0 bytes (a store without a disk "
         "tier keeps nothing on disk)");
   }
+  if (*so->disk < kMinDiskBytes) {
+    return Status::InvalidArgument("--disk: " + std::to_string(*so->disk) +
+                                   " bytes is below the smallest disk tier, " +
+                                   std::to_string(kMinDiskBytes / 1024) + " KiB");
+  }
   so->fingerprint = o.fingerprint;
   so->create_if_missing = true;
   so->error_if_exists = true;

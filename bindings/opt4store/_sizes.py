@@ -9,6 +9,8 @@ byte; no sign, exponent, digit grouping or one-letter unit ('k').
 
 import operator
 
+import numpy as np
+
 from . import _core
 from ._errors import InvalidArgumentError, InvalidTypeError
 
@@ -25,7 +27,7 @@ def parse_size(value, name="size"):
         return None
     if isinstance(value, str):
         return _core.parse_size(value, name)
-    if isinstance(value, bool):
+    if isinstance(value, (bool, np.bool_)):
         raise InvalidTypeError(f"{name}: expected a size, got {value!r}")
     try:
         count = operator.index(value)

@@ -20,8 +20,7 @@ NO_POSITION = _core.NO_POSITION
 # Store.warn_once's kind for drift: the engine's own (kWarnDrift), so that
 # CachedDataset's warning and the engine's log are one warning.
 WARN_DRIFT = 1
-# The default the package's own reads pass to get, get_batch and peek: a
-# dataset item may be None, and a stored None is a hit.
+# The package's reads pass it as get's default: a stored None is a hit.
 MISS = object()
 
 # The settings a store saves, from the one table (store_options.h):
@@ -113,8 +112,6 @@ class Store:
                  fingerprint=None, reset=False, fetch_timeout_ms=None, shared=None,
                  local_rank=None, local_world_size=None, shared_name=None, shared_timeout=300.0,
                  peer_window=8, peer_timeout=120.0):
-        if ram is not None and ram_items is not None:
-            raise InvalidArgumentError("give ram= (bytes) or ram_items= (items), not both")
         # path=None: a store without a disk tier (nothing is written).
         self.path = check_dir_path("path", path) if path is not None else ""
         settings = {"ram": ram, "ram_items": ram_items, "disk": disk, "policy": policy,
@@ -145,15 +142,14 @@ class Store:
         if shared_name is not None and "/" in shared_name:
             raise InvalidArgumentError(f"shared_name: {shared_name!r} holds a '/'")
         shared_timeout = check_number("shared_timeout", shared_timeout, 0.0, allow_inf=True)
+        peer_window = check_int("peer_window", peer_window, 1, 1 << 20)  # used by "cluster" only
+        peer_timeout = check_number("peer_timeout", peer_timeout, 0.001, allow_inf=False)
         self._sharing = LocalSharing(self.path, local_rank, local_world_size, shared_name,
                                      shared_timeout) if shared in ("local", "cluster") else None
         self._cluster = None  # shared="cluster": the binding and the peer threads
         self._peer_reader = None  # shared="cluster": waits for items from other hosts
         if shared == "cluster":
-            self._cluster = ClusterSharing(
-                self._sharing, check_int("peer_window", peer_window, 1, 1 << 20),
-                check_number("peer_timeout", peer_timeout, 0.001, allow_inf=False),
-                batch=64)
+            self._cluster = ClusterSharing(self._sharing, peer_window, peer_timeout, batch=64)
         # A shared store opens at binding, in local rank 0 only.
         if self._sharing is None and self.path and \
                 os.path.exists(os.path.join(self.path, "index", "CURRENT")) and \
@@ -290,7 +286,7 @@ class Store:
         core = self._require_open()
         core.append_plan(_plan_part(core, ids))
 
-    def get(self, position, index, default=None):
+    def get(self, position, index, *, default=None):
         """The value stored for ``index``, or ``default`` when it is not
         stored (a stored None reads as None: pass a default of your own to
         tell them apart); ``position`` is its plan position (NO_POSITION
@@ -306,7 +302,7 @@ class Store:
             self._read_to = position
         return _read(result, default)
 
-    def get_batch(self, positions, indices, default=None):
+    def get_batch(self, positions, indices, *, default=None):
         """Store.get for each (position, index) pair, in one call: a list of
         values, ``default`` for a miss."""
         core = self._require_open()
@@ -445,7 +441,7 @@ class Store:
         timeout = check_number("timeout", timeout, allow_inf=True)  # inf: some 24 days
         return self._require_open().wait_for_puts(int(min(timeout * 1000, MAX_FETCH_TIMEOUT_MS)))
 
-    def peek(self, index, default=None):
+    def peek(self, index, *, default=None):
         """The value stored for ``index``, or ``default``, read to check it: no
         access is counted, no plan position consumed, and the tiers are left
         as they were. In the owner process (a reader does not see the disk

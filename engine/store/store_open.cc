@@ -169,10 +169,7 @@ Status Store::Impl::ResolveOptions(const StoreOptions& o, bool exists) {
   }
   OPT4STORE_RETURN_IF_ERROR(ResolveFingerprint(o, exists, &m));
   // Settings: may change between runs.
-  if (o.ram && o.ram_items) {
-    return Status::InvalidArgument(where + "give ram or ram_items, not both");
-  }
-  ApplyOptions(o, &m);
+  ApplyOptions(o, &m);  // CheckGivenOptions(o) passed in OpenOwner
   if (!exists && !o.ram && !o.ram_items) m.ram = kDefaultRamBytes;
   if (m.prefetch_depth == 0) m.prefetch_depth = kDefaultPrefetchDepth;
   // Staging is part of ram= (a byte budget): the most decoded bytes the store
@@ -383,6 +380,7 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
   owner_pid_ = getpid();
   // Known before the disk tier opens, its index is sized once.
   if (options.dataset_size) dataset_size_ = *options.dataset_size;
+  OPT4STORE_RETURN_IF_ERROR(CheckGivenOptions(options).WithContext("store " + path));
   StoreSettings given;
   ApplyOptions(options, &given);
   OPT4STORE_RETURN_IF_ERROR(CheckSettingLimits("store " + path + ": ", given));

@@ -49,6 +49,26 @@ Status SetOption(std::string_view name, std::string_view text, StoreOptions* opt
   return Status::InvalidArgument("unknown setting '" + std::string(name) + "'");
 }
 
+Status CheckGivenOptions(const StoreOptions& options) {
+  if (options.ram && *options.ram == 0) {
+    return Status::InvalidArgument("ram=0: a RAM tier needs room for one item at least");
+  }
+  if (options.ram_items && *options.ram_items == 0) {
+    return Status::InvalidArgument(
+        "ram_items=0: a RAM tier needs room for one item at least (ram= gives bytes)");
+  }
+  if (options.disk && *options.disk != 0 && *options.disk < kMinDiskBytes) {
+    return Status::InvalidArgument("disk=" + std::to_string(*options.disk) +
+                                   " bytes is below the smallest disk tier, " +
+                                   std::to_string(kMinDiskBytes / 1024) +
+                                   " KiB (disk=0: no disk tier)");
+  }
+  if (options.ram && options.ram_items) {
+    return Status::InvalidArgument("give ram or ram_items, not both");
+  }
+  return Status::OK();
+}
+
 void VisitSettings(const StoreSettings& settings,
                    const std::function<void(const SettingField&, const std::string&)>& visit) {
   size_t row = 0;

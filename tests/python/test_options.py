@@ -51,6 +51,11 @@ def test_unknown_keyword_is_a_type_error(tmp_path):
     (dict(ram_items=4, compression="zstd"), ["compression", "zstd"]),
     (dict(ram_items=4, prefetch_depth="64KiB"), ["prefetch_depth"]),
     (dict(ram="1MiB", ram_items=4), ["ram", "ram_items"]),
+    (dict(ram=0), ["ram=0", "one item"]),
+    (dict(ram_items=0), ["ram_items=0", "one item"]),  # was reported as "RAM tier of ram=0"
+    (dict(ram_items=4, disk="1KiB"), ["disk=1024", "smallest disk tier, 32 KiB"]),  # at bind
+    (dict(ram_items=4, peer_window=0), ["peer_window"]),  # checked without shared="cluster"
+    (dict(ram_items=4, peer_timeout=-1.0), ["peer_timeout"]),
 ])
 def test_bad_settings_fail_at_construction(tmp_path, kwargs, words):
     with pytest.raises(opt4store.InvalidArgumentError) as e:

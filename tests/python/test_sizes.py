@@ -48,7 +48,7 @@ def test_ints_pass_through(value):
 
 @pytest.mark.parametrize("value,phrase", [
     (-5, "negative"), (np.int32(-1), "negative"), (2**64, "too large"),
-    (True, "expected a size"), (1.5, "expected a byte count"), (2e9, "expected a byte count"),
+    (True, "expected a size"), (np.bool_(True), "expected a size"), (1.5, "expected a byte count"), (2e9, "expected a byte count"),
     (float("nan"), "expected a byte count"), (b"2GiB", "expected a byte count"),
 ])
 def test_other_values_are_refused(value, phrase):

@@ -66,6 +66,10 @@ enum class SyncMode { kOnFlush, kNone, kEveryPut };
 
 enum class SettingKind { kCount, kBytes, kName };
 
+// The smallest disk budget: eight of the disk tier's smallest segments
+// (4 KiB), one of which is its compaction reserve.
+constexpr uint64_t kMinDiskBytes = 32 * 1024;
+
 // One row of the table, for code that shows or reads every setting.
 struct SettingField {
   const char* name;
@@ -173,6 +177,13 @@ struct StoreSettings {
 // naming the setting for an unknown name or a bad value; *options is then
 // unchanged.
 Status SetOption(std::string_view name, std::string_view text, StoreOptions* options);
+
+// InvalidArgument for settings an open is given that no store runs with
+// (the manifest's values are not checked here: it writes 0 for the one of
+// ram and ram_items not in use): ram=0, ram_items=0, a disk budget below
+// kMinDiskBytes but 0, ram and ram_items together. Store::Open checks its
+// options with it; bindings call it to refuse them before any open.
+Status CheckGivenOptions(const StoreOptions& options);
 
 // Calls visit(const SettingField&, std::string text) for every setting of
 // `settings`, in table order, with its value as SetOption reads it back
