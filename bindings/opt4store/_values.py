@@ -20,8 +20,11 @@ Tags (kept in the value header written by the C++ side, value.h):
      pickle cannot name (defined inside a function) is kept as its plain
      base type, with a warning.
   4  anything else picklable: pickle bytes as payload (slower; warns once).
-  0  bytes that this package did not write (``opt4store import``): the
-     payload as a uint8 tensor.
+  0  a value this package did not write. ``opt4store import``'s: a row of
+     an .npy file comes back as the numpy array ``np.load(file)[i]`` is,
+     a file's bytes as the ``bytes`` that ``open(f, "rb").read()`` gives.
+     Anything else (a C++ caller's meta of its own): the payload as a
+     uint8 tensor.
 Everything decoded is a fresh copy: no view into the store's memory.
 """
 
@@ -34,6 +37,7 @@ import numpy as np
 import torch
 
 from . import _core
+from ._errors import Error
 
 TAG_TENSOR = 1
 TAG_NUMPY = 2
@@ -366,7 +370,20 @@ def decode(result):
         return _rebuild(pickle.loads(user), payload)
     if tag == TAG_PICKLE:
         return pickle.loads(payload.numpy().tobytes())
-    return payload
+    return _foreign(meta, payload)
+
+
+def _foreign(meta, payload):
+    """A value of tag 0 (see the module docstring)."""
+    try:
+        dtype, shape, _, _ = _core.decode_header(meta)
+    except Error:
+        return payload
+    if dtype == "bytes":
+        return payload.numpy().tobytes()
+    if dtype == "bfloat16":  # numpy has none
+        return payload.view(torch.bfloat16).reshape(shape)
+    return payload.numpy().view(np.dtype(dtype)).reshape(shape)
 
 
 def structurable(value):

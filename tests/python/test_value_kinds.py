@@ -10,6 +10,7 @@ with a collate_fn that drops it) is a value like any other: stored once,
 then a hit."""
 
 import multiprocessing
+import subprocess
 import warnings
 
 import numpy as np
@@ -194,3 +195,29 @@ def test_a_stored_none_is_a_hit(tmp_path, how, workers):
         assert store.peek(1, default="absent") is None
     finally:
         store.close()
+
+
+def test_what_the_cli_imports_reads_back_as_the_source_gives_it(tmp_path, opt4store_cli):
+    """`opt4store import`: a row of an .npy file comes back as np.load's row
+    (it came back a flat uint8 tensor, so the spot check called the store
+    stale), a file as its bytes."""
+    rows = (np.arange(N * 6, dtype=np.float32) / 7).reshape(N, 2, 3)
+    np.save(tmp_path / "rows.npy", rows)
+    files = tmp_path / "files"
+    files.mkdir()
+    contents = [bytes([i]) * (i + 5) for i in range(N)]
+    for i, data in enumerate(contents):
+        (files / f"f{i}.bin").write_bytes(data)
+    for name, source in [("rows-store", "rows.npy"), ("files-store", "files")]:
+        for args in (["create", name, "--dataset-size", str(N), "--disk", "1MiB"],
+                     ["import", name, "--from", source]):
+            subprocess.run([opt4store_cli, *args], cwd=tmp_path, check=True, capture_output=True)
+    for name, source in [("rows-store", rows), ("files-store", contents)]:
+        store = opt4store.Store(tmp_path / name)
+        try:
+            ds = opt4store.CachedDataset(source, store, spot_check=N)
+            for i in range(N):
+                assert_same(ds[i], source[i], f"{name} {i}")
+            assert store.stats()["hits_disk"] + store.stats()["hits_ram"] == N
+        finally:
+            store.close()
