@@ -194,7 +194,7 @@ run_tests() {
 demo() {
   build
   # A decode-bound JPEG dataset read plain and through the store, then a
-  # restart (bench/demo.py); about half a minute on 2 cores.
+  # restart (bench/demo.py); about 20 s on 2 cores.
   PYTHONPATH="$PWD/$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}" \
     "$(python_with_torch)" bench/demo.py "$@"
 }

@@ -33,7 +33,7 @@ class Filled(torch.utils.data.Dataset):
 def test_readme_quick_start_runs_as_written(tmp_path):
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         readme = f.read()
-    code = re.search(r"## Quick start \(Python\)\n\n```python\n(.*?)```", readme, re.S).group(1)
+    code = re.search(r"## Quick start \(Python\)\n.*?```python\n(.*?)```", readme, re.S).group(1)
     assert '"/data/cache"' in code and "for batch in loader" in code
     scope = {"dataset": Filled()}
     exec(compile(code.replace('"/data/cache"', repr(str(tmp_path / "cache"))),
