@@ -21,16 +21,15 @@ drop_last, len()). What differs is how a batch is made:
   layout, or rows let go since it began: a worker of their own,
   _loader_jobs.load_in_worker).
 - A loop that stops before the epoch's end (break, an exception) marks the
-  positions it never read, so that the store does not wait for them.
+  positions it never read: the store does not wait for them.
 - drop_last's tail (the last partial batch, never yielded): its misses are
   loaded and stored by the workers behind the last batch, before the
   epoch's iterator ends, as the run without drop_last loads them, so that
   the next epochs find them cached; nothing of it is written into a batch
   or sent back. A loop that stops early loads none of it (unless the
   workers, num_workers * prefetch_factor jobs ahead, had taken it already).
-- The workers start only for an epoch that has misses (drop_last's tail
-  included) or a transform: an epoch that the store holds whole starts no
-  worker process.
+- Workers start only for an epoch with misses (drop_last's tail too) or a
+  transform: an epoch the store holds whole starts none.
 - ``transform=`` of the CachedDataset runs on every read, after the cache:
   in the workers (their outputs go into the slots; keep one loader with
   persistent_workers=True, or each new loader starts them), or in the main
@@ -90,9 +89,8 @@ _MIN_JOB_ROWS = 4
 # How long an epoch's start waits for the owner to take the values the last
 # epoch's workers put; past it, the epoch loads what it cannot see.
 _PUTS_WAIT_S = 2.0
-# The largest batch_size and num_workers taken: a batch of more rows than
-# the largest dataset (2**32 - 1 items), or more worker processes than a
-# host can run, is a mistake, not a request.
+# The largest batch_size and num_workers: a batch over the largest dataset
+# (2**32 - 1 items), or more workers than a host runs, is a mistake.
 _MAX_BATCH_SIZE = (1 << 32) - 1
 _MAX_WORKERS = 1 << 16
 
@@ -104,15 +102,13 @@ class DataLoader:
     """A drop-in for torch.utils.data.DataLoader over an opt4store
     CachedDataset (see this module's docstring): change only the class
     name. Takes torch's keyword arguments with their meaning, plus
-    ``device=``: batches are copied there ahead of use, from pinned slots on a
-    side stream (as opt4store.to_device does; the slots and the stream serve
-    every epoch of the loader).
+    ``device=``: batches copied there ahead of use, from pinned slots on a
+    side stream (as opt4store.to_device does), for every epoch.
 
     ``state_dict()`` / ``load_state_dict()`` (torchdata's StatefulDataLoader
     convention) resume at exactly the first batch not yet yielded, with any
     number of workers (with ``device=`` or to_device(loader): not yet handed
-    to the loop, whatever was copied ahead); ``set_epoch(e)`` is passed to
-    the sampler.
+    to the loop, whatever was copied ahead); ``set_epoch(e)`` goes to the sampler.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
@@ -246,7 +242,11 @@ class DataLoader:
         sampler = self._resumed()
         if sampler is None or not isinstance(state, dict):
             raise InvalidArgumentError("load_state_dict() needs a PlannedSampler and a state dict")
-        sampler.load_state_dict(state.get("sampler"))  # checks it
+        if "sampler" not in state:
+            raise InvalidArgumentError(
+                "load_state_dict: expected what loader.state_dict() returns, {'sampler': ...}; "
+                f"got keys {sorted(state)} (a PlannedSampler's state goes to its own method)")
+        sampler.load_state_dict(state["sampler"])  # checks it
 
     def _resumed(self):
         found = planned_sampler(self)

@@ -425,6 +425,12 @@ class PlannedSampler(torch.utils.data.Sampler):
                     f"was a SHA-1 ({theirs[:12]}...); plans are now fingerprinted with "
                     f"PlanFingerprint ({self.fingerprint}), so it cannot be checked against "
                     "this sampler's plan and does not load (see PlannedSampler's docstring)")
+            epochs = state.get("epochs")
+            if isinstance(epochs, int) and epochs > self.epochs:
+                raise InvalidArgumentError(
+                    f"load_state_dict: this state was saved by a PlannedSampler of {epochs} "
+                    f"epochs and this one has {self.epochs}: make it with epochs={epochs} or "
+                    "more")
             raise InvalidArgumentError(
                 f"this state belongs to another plan (fingerprint {theirs!r}, this sampler's "
                 f"is {self.fingerprint!r}): a different sampler, seed or epoch count (or a "

@@ -253,6 +253,9 @@ CASES = [
      "indices"),
     ("device-float", loader(device=1.5), T, "device"),
     ("loader-unknown-keyword", loader(bogus=1), TypeError, "bogus"),
+    ("loader-load_state_dict-a-samplers-state",  # said "got NoneType"
+     lambda c: opt4store.DataLoader(c.ds, sampler=planned()).load_state_dict(
+         planned().state_dict()), E, "loader.state_dict()"),
     ("loader-set_epoch-float", lambda c: opt4store.DataLoader(c.ds).set_epoch(1.5), T, "epoch"),
     ("loader-set_epoch-negative", lambda c: opt4store.DataLoader(c.ds).set_epoch(-3), E, "epoch"),
     ("loader-dataset-plain", lambda c: opt4store.DataLoader(UniformDataset(N)), E, "CachedDataset"),
