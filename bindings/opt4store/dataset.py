@@ -9,7 +9,7 @@ import torch.utils.data
 from ._checks import MAX_UINT64, check_callable, check_index, check_int, check_sequence
 from ._errors import InvalidArgumentError, InvalidTypeError, StaleStoreError
 from ._values import same_value
-from .sampler import PlannedSampler
+from .sampler import PlannedIndex, PlannedSampler
 from .store import MISS, NO_POSITION, WARN_DRIFT, Store
 
 # The spot check looks for values the store holds this many ids at a time,
@@ -100,10 +100,9 @@ class CachedDataset(torch.utils.data.Dataset):
         """The values of a batch of indices, read from the store in one call;
         the misses are loaded from the dataset and stored."""
         size = len(self.dataset)
-        for index in check_sequence("indices", indices):
-            if type(index) is not int:
-                check_index("indices", index.item() if isinstance(index, torch.Tensor) else index,
-                            size)
+        indices = [index if type(index) is int and 0 <= index < size else
+                   _checked_index("indices", index, size)
+                   for index in check_sequence("indices", indices)]
         values = self.load_batch([self._position(index) for index in indices], indices)
         if self.transform is not None:
             values = [self.transform(value) for value in values]
@@ -149,6 +148,9 @@ class CachedDataset(torch.utils.data.Dataset):
     def load(self, index):
         """The untransformed value of ``index``: from the store, or loaded from
         the dataset and stored."""
+        size = len(self.dataset)
+        if type(index) is not int or not 0 <= index < size:  # before it takes a position
+            index = _checked_index("index", index, size)
         position = self._position(index)
         result = self.store.get(position, index, default=MISS)
         return result if result is not MISS else self.load_miss(position, index)
@@ -319,3 +321,15 @@ def _as_read(value):
     if type(value) is torch.Tensor and not value.is_contiguous():
         return value.contiguous()
     return value
+
+
+def _checked_index(name, index, size):
+    """An index as ds[index] takes it: an int in [0, size) (a PlannedIndex
+    kept as it is, for its position), a numpy integer, or a 0-d integer
+    tensor (a Subset's indices from torch.randperm)."""
+    if isinstance(index, PlannedIndex):
+        return index if 0 <= index < size else check_index(name, int(index), size)
+    if isinstance(index, torch.Tensor) and index.ndim == 0 and \
+            not (index.is_floating_point() or index.is_complex() or index.dtype == torch.bool):
+        index = index.item()
+    return check_index(name, index, size)

@@ -173,3 +173,42 @@ def test_reads_past_the_plan_mixed_with_planned_ones_in_a_batch(tmp_path, worker
         got = torch.cat(list(torch.utils.data.DataLoader(ds, batch_size=4, **kwargs)))
     assert torch.equal(got, torch.stack([uniform_item(i) for i in range(N)]))
     store.close()
+
+
+@pytest.mark.parametrize("bad", [N, -1, "a", 1.0, torch.tensor([1, 2])])
+def test_a_refused_read_takes_no_plan_position(tmp_path, bad):
+    """ds[bad] raises before it takes the next plan position: the planned
+    reads after it neither drift nor wait (they drifted, warned for the bad
+    index, and waited 2 s for a Put at the position it took)."""
+    store, sampler, ds = planned(tmp_path)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            with pytest.raises(opt4store.Error):
+                ds[bad]
+            for index in sampler.plan[:10].tolist():
+                assert torch.equal(ds[index], uniform_item(index))
+        st = store.stats()
+        assert st["drift"] == 0 and st["expect_timeouts"] == 0, st
+    finally:
+        store.close()
+
+
+def test_a_subset_with_tensor_indices(tmp_path):
+    """torch.utils.data.Subset(ds, torch.randperm(n)[:k]) reads ds[0-d
+    tensor] (refused as 'expected an int' before), in the main process and
+    in workers."""
+    store, _, ds = planned(tmp_path)
+    chosen = torch.randperm(N, generator=torch.Generator().manual_seed(1))[:BATCH]
+    subset = torch.utils.data.Subset(ds, chosen)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # its order drifts from the plan
+            for workers in (0, 2):
+                got = torch.cat(list(torch.utils.data.DataLoader(
+                    subset, batch_size=4, num_workers=workers,
+                    multiprocessing_context="fork" if workers else None)))
+                assert torch.equal(got, torch.stack([uniform_item(int(i)) for i in chosen]))
+            assert torch.equal(subset[3], uniform_item(int(chosen[3])))
+    finally:
+        store.close()
