@@ -26,11 +26,12 @@ class CachedDataset(torch.utils.data.Dataset):
     which drive eviction and prefetch.
 
     A plain int index (no position) works too: in the main process it is
-    taken as the next plan position; in a worker (a wrapper Dataset calling
-    ``ds[int(i)]``) as the index's first read in the plan at or after the
-    readers' frontier, in that epoch or the next. An index the
-    plan did not predict at that position is drift: the value is still
-    right, the store counts it, and a warning is issued once.
+    taken as the next plan position when the plan reads it there, else (a
+    loader's own shuffle, a Subset) as in a worker (a wrapper Dataset
+    calling ``ds[int(i)]``): the index's first read in the plan at or after
+    the readers' frontier, in that epoch or the next. An index the plan does
+    not read there is drift: the value is still right, the store counts it,
+    and a warning is issued once.
 
     ``transform=``: a callable applied to every value read, after the cache
     (random augmentation belongs here: the store keeps the untransformed
@@ -158,7 +159,7 @@ class CachedDataset(torch.utils.data.Dataset):
     def position_of(self, index):
         """The plan position of a read of ``index`` (NO_POSITION when unknown),
         as __getitem__ sees it (a plain int in the main process takes the
-        next one)."""
+        next one, or its own; see the class docstring)."""
         return self._position(index)
 
     def _position(self, index):
@@ -173,7 +174,8 @@ class CachedDataset(torch.utils.data.Dataset):
 
     def _recover_position(self, index):
         """The position of a plain int read in a DataLoader worker (a wrapper
-        Dataset that calls ``ds[int(i)]`` loses the PlannedIndex): the
+        Dataset that calls ``ds[int(i)]`` loses the PlannedIndex), or in the
+        main process in another order than the plan's: the
         index's first read in the plan at or after the readers' frontier (or
         the start of the epoch the sampler began last, when later), in that
         epoch or the next, so that the read counts as the
@@ -234,6 +236,11 @@ class CachedDataset(torch.utils.data.Dataset):
             return NO_POSITION  # past the planned epochs: an unplanned read
         planned = self._plan.planned(position)
         if planned is not None and planned != index:
+            # Another order of the plan's reads (a loader's own shuffle, a
+            # Subset): the index's own position, as a worker finds it.
+            recovered = self._recover_position(int(index))
+            if recovered != NO_POSITION:
+                return recovered
             self._drift(index, position)
         return position
 
