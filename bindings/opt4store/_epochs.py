@@ -202,15 +202,18 @@ class PlanWindow:
 
     def planned(self, position):
         """The index the plan reads at store `position`: -1 where this rank
-        reads nothing (another local rank's position, or past the plan),
-        None where the epoch is not held here (unknown)."""
+        reads nothing (another local rank's position), None where the epoch
+        is not held here (unknown; past the plan too: a worker's copy does
+        not see the plan grow, PlannedSampler._grow)."""
         if self.positions is not None:
             i = int(search(self.positions, position))
             r = 0 if i < len(self.positions) and int(self.positions[i]) == position else 1
         else:
             i, r = divmod(int(position) - self.offset, self.stride)
-        if r != 0 or not 0 <= i < self.epochs * self.epoch_length:
+        if r != 0 or i < 0:
             return -1
+        if i >= self.epochs * self.epoch_length:
+            return None
         epoch, k = divmod(i, self.epoch_length)
         view = self._views.get(epoch)
         return None if view is None else view[k]

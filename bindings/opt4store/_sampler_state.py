@@ -54,14 +54,15 @@ class SavedPlace:
 
     def _fingerprint_as_saved(self, state, fingerprint):
         """The fingerprint this sampler's order has as `state` was saved
-        (None where it cannot be this plan's: saved with more epochs than
-        this sampler has): its first epoch recorded for state["rank"] when
-        that is another rank of the same DistributedSampler."""
+        (None where it cannot be this plan's: no epochs): its first epoch
+        recorded for state["rank"] when that is another rank of the same
+        DistributedSampler. A state of more epochs (a plan that grew,
+        PlannedSampler._grow) is this order too."""
         try:
             epochs = int(state.get("epochs", self.epochs))
         except (TypeError, ValueError):
             return None
-        if not 0 < epochs <= self.epochs:
+        if epochs <= 0:
             return None
         rank = state.get("rank")
         if rank is not None and rank != getattr(self.sampler, "rank", None) and \

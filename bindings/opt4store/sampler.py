@@ -1,6 +1,7 @@
 """PlannedSampler: records any torch Sampler's order a few epochs ahead."""
 
 import numbers
+import warnings
 
 import numpy as np
 import torch.utils.data
@@ -44,8 +45,8 @@ class PlannedIndex(int):
 class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
     """Wraps a Sampler and plans its order for ``epochs`` epochs, calling
     ``set_epoch(e)`` on samplers that have it (DistributedSampler). Each
-    ``iter(sampler)`` yields the next epoch, as ``PlannedIndex`` values.
-    Every epoch must have the same length (an epoch that differs raises
+    ``iter(sampler)`` yields the next epoch, as ``PlannedIndex`` values;
+    past ``epochs`` the plan grows, with a warning (_grow). Every epoch must have the same length (an epoch that differs raises
     InvalidArgumentError when it is recorded).
 
     Epochs are recorded lazily, in order, as int64 arrays: at creation the
@@ -85,8 +86,8 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
     ``set_epoch`` of the next epoch.
 
     A state_dict carries the plan's fingerprint (``self.fingerprint``), and
-    loading it into a sampler whose plan differs is refused, as is one saved
-    with more epochs. The fingerprint is the C++ PlanFingerprint (64-bit
+    loading it into a sampler whose plan differs is refused; one saved with
+    more epochs (a run whose plan grew) grows this plan to them. The fingerprint is the C++ PlanFingerprint (64-bit
     FNV-1a over the length and ids, 16 hex digits;
     engine/include/opt4store/plan.h) of the plan's first epoch: hashing
     every epoch would record the whole run, and the first epoch fixes the
@@ -138,6 +139,7 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
         self._taken_from = 0      # the index the epoch in progress began at
         self._current_epoch = 0
         self._counted_by_loader = False  # take_epoch or note_yielded: exact counts
+        self._grew = False  # _grow warned
         self._stores = []
         # Stores read through that plan themselves (a cluster store's), for
         # _check_count_is_exact.
@@ -189,6 +191,28 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
                 if store.is_owner:
                     store.append_plan(ids if self._stride == 1 else self._host_epoch(e))
         self._window.drop_before(keep_from)
+
+    def _grow(self, epochs, what):
+        """Plans `epochs` epochs instead of self.epochs, for a loop that runs
+        past them (`what`: the call), and plans the bound stores anew from
+        position(): the run goes on, in the base sampler's order, and warns
+        once. A cluster store's plan is fixed for the run: refused there."""
+        if self._positions is not None:
+            raise InvalidArgumentError(
+                f"{what}: this PlannedSampler recorded {self.epochs} epochs and drives a "
+                "cluster store, whose plan is fixed for the run; create it with more epochs")
+        if not self._grew:
+            self._grew = True
+            warnings.warn(
+                f"opt4store: {what} is past the {self.epochs} epochs this PlannedSampler was "
+                f"made for: it now plans {epochs}. Each iter() of it (or of a loader over it: "
+                "next(iter(loader)) too) begins an epoch; give epochs= every epoch the loop "
+                "runs, so that the store plans them from the start", RuntimeWarning,
+                stacklevel=4)
+        self.epochs = self._window.epochs = epochs
+        self._whole = None
+        for store in self._stores:
+            self._plan_store(store)
 
     def _keeps_whole(self):
         return self.epochs * self.epoch_length <= WHOLE_PLAN_READS
@@ -262,19 +286,18 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
         it before each epoch). The epoch the sampler is at (or resumes in,
         after load_state_dict) keeps its place; a later one starts at its
         beginning, and the epochs in between are never read (a bound store is
-        planned from there, as after load_state_dict). An epoch already begun
-        cannot be read again: the plan only goes forward."""
+        planned from there, as after load_state_dict); one past ``epochs``
+        grows the plan to it (see _grow). An epoch begun already (a batch
+        looked at before the loop) is read again from its start, as a
+        load_state_dict there would."""
         epoch = check_int("epoch", epoch)
         if epoch < self._epoch:
-            raise InvalidArgumentError(
-                f"set_epoch({epoch}): epoch {self._epoch - 1} was read already and the plan "
-                f"only goes forward; the next epoch is {self._epoch} (to read an earlier "
-                "one again, make a new PlannedSampler and Store.bind it)")
+            self.load_state_dict(dict(self.state_dict(consumed=self._taken_from),
+                                      epoch=epoch, index=0))
+            return
         if epoch > self._epoch:
             if epoch >= self.epochs:
-                raise InvalidArgumentError(
-                    f"set_epoch({epoch}): this PlannedSampler recorded {self.epochs} epochs "
-                    f"(0 to {self.epochs - 1}); create it with more epochs")
+                self._grow(epoch + 1, f"set_epoch({epoch})")
             self._epoch = epoch
             self._start = 0
             self._record_ahead(append=False)
@@ -308,9 +331,7 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
         it to resume at)."""
         epoch = self._epoch
         if epoch >= self.epochs:
-            raise InvalidArgumentError(
-                f"PlannedSampler recorded {self.epochs} epochs and all were used; "
-                "create it with more epochs")
+            self._grow(epoch + 1, f"iter() of epoch {epoch}")
         start, self._start = self._start, 0
         self._epoch = epoch + 1
         self._current_epoch = epoch
@@ -349,12 +370,6 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
                     f"was a SHA-1 ({theirs[:12]}...); plans are now fingerprinted with "
                     f"PlanFingerprint ({self.fingerprint}), so it cannot be checked against "
                     "this sampler's plan and does not load (see PlannedSampler's docstring)")
-            epochs = state.get("epochs")
-            if isinstance(epochs, int) and epochs > self.epochs:
-                raise InvalidArgumentError(
-                    f"load_state_dict: this state was saved by a PlannedSampler of {epochs} "
-                    f"epochs and this one has {self.epochs}: make it with epochs={epochs} or "
-                    "more")
             raise InvalidArgumentError(
                 f"this state belongs to another plan (fingerprint {theirs!r}, this sampler's "
                 f"is {self.fingerprint!r}): a different sampler, seed or epoch count (or a "
@@ -364,6 +379,9 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
                 "load_state_dict: the state lacks an integer 'epoch' and 'index'")
         epoch = check_int("state['epoch']", state["epoch"])
         start = check_int("state['index']", state["index"])
+        epochs = int(state.get("epochs", self.epochs))  # read by _fingerprint_as_saved
+        if epochs > self.epochs:  # saved by a run whose plan grew
+            self._grow(epochs, f"load_state_dict of a state of {epochs} epochs")
         if epoch > self.epochs or start and not (start < self.epoch_length and
                                                  epoch < self.epochs):
             raise InvalidArgumentError(
