@@ -18,6 +18,11 @@ _SPOT_CHUNK = 1 << 16
 _SPOT_CANDIDATES = 1024
 
 
+# Store.warn_once's kind for a PlannedIndex read without a plan (kinds 32-63
+# are the package's: _values.WARN_PICKLE, distributed.WARN_UNSHARED).
+WARN_UNPLANNED = 34
+
+
 class CachedDataset(torch.utils.data.Dataset):
     """``CachedDataset(dataset, store, sampler)``: ``ds[i]`` equals
     ``dataset[i]``, served from the store when it holds it; on a miss the
@@ -170,6 +175,12 @@ class CachedDataset(torch.utils.data.Dataset):
             planned = self._plan.planned(position)
             if planned is not None and planned != index:  # None: an epoch not held here
                 self._drift(index, position)
+        else:
+            self.store.warn_once(
+                WARN_UNPLANNED,
+                "opt4store: a PlannedSampler's indices reach a CachedDataset made without "
+                "it, so the store runs without its plan (no OPT eviction, no prefetch): "
+                "give the sampler to it as well, CachedDataset(dataset, store, sampler)")
         return position
 
     def _recover_position(self, index):

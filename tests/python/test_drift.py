@@ -229,3 +229,22 @@ def test_a_subset_with_tensor_indices(tmp_path):
             assert torch.equal(subset[3], uniform_item(int(chosen[3])))
     finally:
         store.close()
+
+
+def test_a_planned_sampler_the_dataset_was_not_given_is_warned_about(tmp_path):
+    """The loader gets the PlannedSampler, the CachedDataset not: the store
+    has no plan, which nothing said (a review found it by its loads)."""
+    store = opt4store.Store(tmp_path / "store", ram_items=N // 4, disk=0)
+    sampler = opt4store.PlannedSampler(torch.utils.data.SequentialSampler(range(N)), epochs=2)
+    ds = opt4store.CachedDataset(UniformDataset(N), store)
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                assert check_epoch(loader, sampler.plan, _, N, BATCH, uniform_item,
+                                   stacked=True) == []
+        said = [str(w.message) for w in caught if "made without it" in str(w.message)]
+        assert len(said) == 1 and "CachedDataset(dataset, store, sampler)" in said[0], said
+    finally:
+        store.close()
