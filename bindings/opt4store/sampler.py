@@ -46,8 +46,9 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
     """Wraps a Sampler and plans its order for ``epochs`` epochs, calling
     ``set_epoch(e)`` on samplers that have it (DistributedSampler). Each
     ``iter(sampler)`` yields the next epoch, as ``PlannedIndex`` values;
-    past ``epochs`` the plan grows, with a warning (_grow). Every epoch must have the same length (an epoch that differs raises
-    InvalidArgumentError when it is recorded).
+    past ``epochs`` the plan grows, with a warning (_grow). Every epoch must
+    have the same length (an epoch that differs raises InvalidArgumentError
+    when it is recorded).
 
     Epochs are recorded lazily, in order, as int64 arrays: at creation the
     first 1 + A, and when the sampler begins epoch e, those through e + A
@@ -87,8 +88,9 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
 
     A state_dict carries the plan's fingerprint (``self.fingerprint``), and
     loading it into a sampler whose plan differs is refused; one saved with
-    more epochs (a run whose plan grew) grows this plan to them. The fingerprint is the C++ PlanFingerprint (64-bit
-    FNV-1a over the length and ids, 16 hex digits;
+    more epochs (a run whose plan grew) grows this plan to them. The
+    fingerprint is the C++ PlanFingerprint (64-bit FNV-1a over the length
+    and ids, 16 hex digits;
     engine/include/opt4store/plan.h) of the plan's first epoch: hashing
     every epoch would record the whole run, and the first epoch fixes the
     base sampler's order (its seed, rank and length). State_dicts saved

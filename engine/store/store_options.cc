@@ -64,7 +64,7 @@ Status CheckGivenOptions(const StoreOptions& options) {
                                    " KiB (disk=0: no disk tier)");
   }
   if (options.ram && options.ram_items) {
-    return Status::InvalidArgument("give ram or ram_items, not both");
+    return Status::InvalidArgument("give ram= (bytes) or ram_items= (items), not both");
   }
   return Status::OK();
 }

@@ -62,9 +62,9 @@ def test_getitems_is_one_store_call_per_batch(tmp_path):
     calls = []
     get_batch = store.get_batch
 
-    def spy(positions, indices):
+    def spy(positions, indices, **kwargs):
         calls.append(len(indices))
-        return get_batch(positions, indices)
+        return get_batch(positions, indices, **kwargs)
 
     store.get_batch = spy
     batches = list(torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=BATCH))

@@ -4,10 +4,11 @@ views sent back by a worker, sparse tensors, numpy array subclasses
 (MaskedArray keeps its mask), tensor subclasses without attributes and
 plain tensors with some, big-endian arrays, NaN numpy scalars at the
 spot check, and samples whose non-tensor parts outgrow the store's 64 KiB
-meta (token ids in a list, a long caption): they go whole by pickle. Each is read back (a miss, then a hit) and batched as torch's
-DataLoader does. An item that is None (a dataset's way to skip a bad file,
-with a collate_fn that drops it) is a value like any other: stored once,
-then a hit."""
+meta (token ids in a list, a long caption): they go whole by pickle. Each
+is read back (a miss, then a hit) and batched as torch's DataLoader does.
+An item that is None (a dataset's way to skip a bad file, with a
+collate_fn that drops it) is a value like any other: stored once, then a
+hit. What `opt4store import` stores reads back as its source gives it."""
 
 import multiprocessing
 import subprocess
