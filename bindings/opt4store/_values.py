@@ -355,6 +355,14 @@ def _rebuild(skeleton, payload):
     return skeleton
 
 
+def decoded(result, default):
+    """What _core.Store.get returned, decoded; `default` for None (not
+    stored)."""
+    if result is None:
+        return default
+    return result if type(result) is torch.Tensor else decode(result)
+
+
 def decode(result):
     """The value for what _core.Store.get returned (not None): a tensor, or
     (tag, meta, payload) for everything else."""

@@ -104,12 +104,15 @@ class Store:
     InvalidTypeError (also a TypeError), a value out of range
     InvalidArgumentError, an index outside the dataset OutOfRangeError; the
     message names the argument. ``fetch_timeout_ms`` (how long a worker
-    waits for a disk fetch, default 10000) is 0 to 2**31 - 1.
+    waits for a disk fetch, default 10000) is 0 to 2**31 - 1;
+    ``queue_bytes`` (the workers' queue to the owner, default 64 MiB: a
+    worker's value may take half of it) 1 MiB to 2**56. Neither is saved.
     """
 
     def __init__(self, path, ram=None, disk=None, policy=None, *, ram_items=None,
                  prefetch_depth=None, staging=None, compression=None, sync=None,
-                 fingerprint=None, reset=False, fetch_timeout_ms=None, shared=None,
+                 fingerprint=None, reset=False, fetch_timeout_ms=None, queue_bytes=None,
+                 shared=None,
                  local_rank=None, local_world_size=None, shared_name=None, shared_timeout=300.0,
                  peer_window=8, peer_timeout=120.0):
         # path=None: a store without a disk tier (nothing is written).
@@ -125,6 +128,7 @@ class Store:
         self._options["reset"] = reset
         self._options["fetch_timeout_ms"] = check_int(
             "fetch_timeout_ms", fetch_timeout_ms, 0, MAX_FETCH_TIMEOUT_MS, allow_none=True)
+        self._options["queue_bytes"] = parse_size(queue_bytes, "queue_bytes")
         # Test-only options (opt4store._testing) ride on the instance.
         self._options.update(getattr(self, "_testing_options", {}))
         _core.check_options(self._options)  # a bad value fails here, not at binding
@@ -300,7 +304,7 @@ class Store:
         result = core.get(position, index)
         if position != NO_POSITION and position > self._read_to:
             self._read_to = position
-        return _read(result, default)
+        return _values.decoded(result, default)
 
     def get_batch(self, positions, indices, *, default=None):
         """Store.get for each (position, index) pair, in one call: a list of
@@ -314,7 +318,7 @@ class Store:
         planned = positions[positions != NO_POSITION]
         if len(planned):
             self._read_to = max(self._read_to, int(planned.max()))
-        return [_read(r, default) for r in results]
+        return [_values.decoded(r, default) for r in results]
 
     def read_into(self, positions, indices, rows, meta, payload_bytes, offsets, leaves):
         """Reads each (position, index) into row rows[i] of every leaf tensor,
@@ -447,7 +451,8 @@ class Store:
         as they were. In the owner process (a reader does not see the disk
         tier)."""
         core = self._require_open()
-        return _read(core.peek(check_index("index", index, core.dataset_size())), default)
+        index = check_index("index", index, core.dataset_size())
+        return _values.decoded(core.peek(index), default)
 
     def put(self, position, index, value):
         """Stores ``value`` for ``index`` (loaded for plan ``position``)."""
@@ -572,13 +577,6 @@ class Store:
         state = "closed" if self._core is not None and self._core.closed else \
             "open" if self.is_open else "not open"
         return f"opt4store.Store({self.path!r}, {state})"
-
-
-def _read(result, default):
-    """A value as the engine returned it (None: not stored), decoded."""
-    if result is None:
-        return default
-    return result if type(result) is torch.Tensor else _values.decode(result)
 
 
 def _plan_part(core, ids):

@@ -18,6 +18,7 @@
 #include "engine/base/atomic_max.h"
 #include "engine/store/protocol.h"
 #include "engine/store/store_impl.h"
+#include "opt4store/sizes.h"
 #include "opt4store/value.h"
 
 namespace opt4store {
@@ -500,7 +501,18 @@ Status Store::Impl::Put(uint64_t position, ItemId id, std::string_view meta,
   Status s = queue_->TryPushv(kMsgPut, parts, 3);
   if (s.ok()) return s;
   ctl_->counters().puts_dropped.fetch_add(1, std::memory_order_relaxed);
-  if (s.IsBusy() || s.IsInvalidArgument() || s.IsNoSpace()) {
+  if (s.IsInvalidArgument()) {  // over the largest message: every Put of it would be
+    Warn(kWarnPutTooLarge,
+         "a worker's Put of " + FormatSize(meta.size() + payload.size()) +
+             " was dropped: a value may take half the workers' queue to the owner (" +
+             FormatSize(queue_->capacity_bytes()) +
+             "), so it is loaded again whenever it is read; give the store a larger "
+             "queue_bytes= (a few times the largest value: the workers' Puts wait there for "
+             "the owner), or use opt4store.DataLoader, whose workers hand values over in "
+             "shared batch slots");
+    return Status::OK();
+  }
+  if (s.IsBusy() || s.IsNoSpace()) {
     Warn(kWarnQueueFull, "a worker's Put was dropped (" + s.ToString() +
                              "); the value will be loaded again when next needed");
     return Status::OK();

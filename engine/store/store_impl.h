@@ -240,7 +240,15 @@ class Store::Impl : private ResidencyTiers {
   // (synced with the next disk Flush); *position gets the frontier.
   Status SaveCursor(uint64_t* position);
 
-  enum WarnKind { kWarnDiskFull, kWarnDrift, kWarnRamFull, kWarnQueueFull, kWarnExpect, kWarnCount };
+  enum WarnKind {
+    kWarnDiskFull,
+    kWarnDrift,
+    kWarnRamFull,
+    kWarnQueueFull,
+    kWarnExpect,
+    kWarnPutTooLarge,
+    kWarnCount
+  };
   // Logs message the first time a warning of this kind comes up.
   void Warn(int kind, const std::string& message);
 

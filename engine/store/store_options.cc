@@ -63,6 +63,10 @@ Status CheckGivenOptions(const StoreOptions& options) {
                                    std::to_string(kMinDiskBytes / 1024) +
                                    " KiB (disk=0: no disk tier)");
   }
+  if (options.queue_bytes < kMinQueueBytes || options.queue_bytes > (uint64_t{1} << 56)) {
+    return Status::InvalidArgument("queue_bytes=" + std::to_string(options.queue_bytes) +
+                                   " is outside 1 MiB to 2^56 bytes");
+  }
   if (options.ram && options.ram_items) {
     return Status::InvalidArgument("give ram= (bytes) or ram_items= (items), not both");
   }

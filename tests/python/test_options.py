@@ -56,6 +56,7 @@ def test_unknown_keyword_is_a_type_error(tmp_path):
     (dict(ram_items=4, disk="1KiB"), ["disk=1024", "smallest disk tier, 32 KiB"]),  # at bind
     (dict(ram_items=4, peer_window=0), ["peer_window"]),  # checked without shared="cluster"
     (dict(ram_items=4, peer_timeout=-1.0), ["peer_timeout"]),
+    (dict(ram_items=4, queue_bytes="64KiB"), ["queue_bytes=65536", "1 MiB"]),
 ])
 def test_bad_settings_fail_at_construction(tmp_path, kwargs, words):
     with pytest.raises(opt4store.InvalidArgumentError) as e:

@@ -197,3 +197,34 @@ def test_native_loader_workers_load_an_item_read_again_soon_once(tmp_path, seed)
             ds, sampler=sampler, batch_size=batch, num_workers=3, multiprocessing_context="fork"))
     assert st["expect_timeouts"] == 0, st
     assert calls == st["source_loads"] == distinct, st
+
+
+@pytest.mark.parametrize("queue_bytes", ["1MiB", "4MiB"])
+def test_values_over_half_the_queue_are_warned_about_and_a_larger_queue_takes_them(
+        tmp_path, counter, queue_bytes):
+    """torch's DataLoader workers send their Puts to the owner through a
+    queue; a value over half of it (600 KiB in 1 MiB) cannot be cached from a
+    worker: the warning names queue_bytes= (it said only that a Put was
+    dropped, and queue_bytes could not be given in Python), and with 4 MiB
+    the second epoch loads nothing."""
+    n = 8
+    store = opt4store.Store(tmp_path / "store", ram="64MiB", queue_bytes=queue_bytes)
+    sampler = opt4store.PlannedSampler(torch.utils.data.SequentialSampler(range(n)), epochs=2)
+    ds = opt4store.CachedDataset(UniformDataset(n, numel=150_000, counter=counter), store,
+                                 sampler)
+    loader = torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=2, num_workers=1,
+                                         multiprocessing_context="fork")
+    try:
+        for epoch in range(2):
+            for k, batch in enumerate(loader):
+                for row in range(2):
+                    assert torch.equal(batch[row], uniform_item(2 * k + row, 150_000))
+            store.wait_for_puts(10)
+        st = store.stats()
+        if queue_bytes == "1MiB":
+            assert counter.count == 2 * n and st["puts_dropped"] == 2 * n, st
+        else:
+            assert counter.count == n and st["puts_dropped"] == 0, st
+    finally:
+        del loader
+        store.close()

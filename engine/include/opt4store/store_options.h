@@ -69,6 +69,8 @@ enum class SettingKind { kCount, kBytes, kName };
 // The smallest disk budget: eight of the disk tier's smallest segments
 // (4 KiB), one of which is its compaction reserve.
 constexpr uint64_t kMinDiskBytes = 32 * 1024;
+// The smallest queue_bytes (StoreOptions): a value may take half of it.
+constexpr uint64_t kMinQueueBytes = uint64_t{1} << 20;
 
 // One row of the table, for code that shows or reads every setting.
 struct SettingField {
@@ -181,7 +183,8 @@ Status SetOption(std::string_view name, std::string_view text, StoreOptions* opt
 // InvalidArgument for settings an open is given that no store runs with
 // (the manifest's values are not checked here: it writes 0 for the one of
 // ram and ram_items not in use): ram=0, ram_items=0, a disk budget below
-// kMinDiskBytes but 0, ram and ram_items together. Store::Open checks its
+// kMinDiskBytes but 0, ram and ram_items together, queue_bytes below
+// kMinQueueBytes or above 2^56 (the largest shared segment). Store::Open checks its
 // options with it; bindings call it to refuse them before any open.
 Status CheckGivenOptions(const StoreOptions& options);
 
