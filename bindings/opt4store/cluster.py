@@ -41,6 +41,7 @@ its stats table (Store.count_peer_traffic).
 """
 
 import atexit
+import os
 import queue
 import threading
 import time
@@ -52,6 +53,7 @@ import torch
 
 from . import _core, _values
 from ._cluster_heirs import Heirs
+from ._cluster_identity import check_agreement, plan_identity, save_plan, stale_plan
 from ._cluster_plan import HostPlan, rank_orders, search
 from ._cluster_reader import ClusterReader, create_host_files, remove_orphans, state_path
 from ._errors import InvalidArgumentError
@@ -469,6 +471,13 @@ class ClusterSharing:
         # run lasts; peer_timeout bounds the waits for replies (_recv) and
         # the silence of a peer (_watch).
         group = dist.new_group(backend="gloo", timeout=timedelta(days=7))  # < 2**31 ms
+        # Every rank's plan the same, every host's store filled for it (or
+        # new): checked by all ranks at once, so that all raise alike.
+        identity = plan_identity(sampler, dataset_size, world, local_world, self.window)
+        stale = stale_plan(store.path, identity) if local_rank == 0 and store.path else None
+        gathered = [None] * world
+        dist.all_gather_object(gathered, (identity, stale), group=group)
+        check_agreement(gathered, stale, store.path)
         # A sampler that load_state_dict moved resumes every rank at the same
         # read (one checkpoint, lockstep).
         resume = sampler.position()
@@ -481,6 +490,7 @@ class ClusterSharing:
             # Room for the arrivals in flight (up to two windows ahead) on
             # top of a budget in items; a byte budget keeps them in staging.
             core = open_core(2 * self.window * local_world, plan.store_size)
+            save_plan(store.path, identity)
             self._plan_core(core, resume)
             path = state_path(core.handle())
             remove_orphans()
@@ -514,7 +524,10 @@ class ClusterSharing:
             self.peer.start()
             # A process that exits without Store.close() still says goodbye
             # and serves its peers until they are done: a peer thread left
-            # blocked in a receive would abort the interpreter's exit.
+            # blocked in a receive would abort the interpreter's exit. Then
+            # its files in /dev/shm go (not a forked child's exit).
+            pid = os.getpid()
+            atexit.register(lambda: os.getpid() == pid and self.remove_state())
             atexit.register(self.peer.close)
         return core, owner
 

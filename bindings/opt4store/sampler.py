@@ -305,6 +305,8 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
             self._record_ahead(append=False)
             for store in self._stores:
                 self._plan_store(store)  # from the new start, as load_state_dict does
+            if self._replan is not None:  # a cluster store's
+                self._replan(self.position())
         # state_dict() names this epoch from now on, with consumed=0 too.
         self._current_epoch = epoch
         self._yielded = self._taken_from = self._start

@@ -121,7 +121,8 @@ def _host(rank, cfg):
     dataset = UniformDataset(cfg["n"], NUMEL, counter=counter) if not cfg.get("log") else \
         _LoggedDataset(cfg["n"], NUMEL, counter, cfg["log"] + f".{rank}")
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=rank,
-                                               shuffle=True, seed=SEED)
+                                               shuffle=True,
+                                               seed=cfg.get("seeds", {}).get(str(rank), SEED))
     epochs = cfg["epochs"]
     sampler = opt4store.PlannedSampler(base, epochs=epochs)
     # Kills (rank -> epoch: it exits after batch 3 of it); the others keep in
@@ -157,7 +158,16 @@ def _host(rank, cfg):
     caught = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ds = opt4store.CachedDataset(dataset, store, sampler)
+        try:
+            ds = opt4store.CachedDataset(dataset, store, sampler)
+        except opt4store.Error as e:  # refused at binding, on every rank alike
+            if not cfg.get("expect_error"):
+                raise
+            with open(cfg["results"] + f".{rank}", "w") as f:
+                json.dump({"rank": rank, "error": f"{type(e).__name__}: {e}"}, f)
+            store.close()
+            dist.destroy_process_group()
+            return
         if state is not None and cfg.get("resume_after_binding"):
             time.sleep(cfg["late"].get(rank, 0))  # a host slower to get here than its peers
             sampler.load_state_dict(state)  # as most training scripts order it
@@ -212,7 +222,7 @@ def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill
          local_world=1, stall=False, peer_timeout=20.0, timeout=120, n=N, window=WINDOW,
          disk=None, store=None, stop_at=None, resume=None, resume_after_binding=False,
          loader=None, kill_epoch=1, log=False, sigkill=False, kills=None, epochs=EPOCHS,
-         start="fork", late=None):
+         start="fork", late=None, seeds=None, expect_error=False):
     kills = dict(kills or {})
     if kill_rank is not None:
         kills[kill_rank] = kill_epoch
@@ -224,7 +234,8 @@ def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill
            "log": str(tmp_path / "loads") if log else None,
            "ram_items": ram_items, "shared": shared, "workers": workers, "context": context,
            "kill_rank": kill_rank, "results": str(tmp_path / "result"), "peer_timeout": peer_timeout,
-           "local_world": local_world, "stall": stall, "late": dict(late or {})}
+           "local_world": local_world, "stall": stall, "late": dict(late or {}),
+           "seeds": {str(r): s for r, s in (seeds or {}).items()}, "expect_error": expect_error}
     os.makedirs(tmp_path, exist_ok=True)
     CallCounter(cfg["counter"])
     ctx = mp.start_processes(_host_main, args=(cfg,), nprocs=HOSTS, join=False,
@@ -381,6 +392,33 @@ def test_four_hosts_with_a_disk_tier_each_decode_each_item_once(tmp_path):
     assert loads == N, f"the cluster loaded {loads} samples from the source, not {N}"
     assert sum(r["stats"]["hits_disk"] + r["stats"]["prefetched"] for r in results.values()) > 0
     assert sum(r["stats"]["peer_hits"] for r in results.values()) == arrivals_in_all_hosts()
+
+
+def test_hosts_whose_plans_differ_are_refused_at_binding(tmp_path):
+    """Host 1's DistributedSampler has another seed: a host serves a (rank,
+    read) request from its own plan, so its peers got other items (8-11 of
+    40 wrong in a review's run, no warning); now every rank raises."""
+    results, loads = _run(tmp_path, ram_items=N // 8, seeds={1: SEED + 1}, expect_error=True)
+    assert loads == 0
+    for r in results.values():
+        assert "InvalidArgumentError" in r["error"] and "plans differ" in r["error"], r
+
+
+def test_a_restart_with_another_seed_on_the_same_stores_is_refused(tmp_path):
+    """A cluster store keeps other hosts' items under ids of its plan: a
+    restart on the same directories with another seed served them as other
+    items (30 of 60 wrong in a review's run) or failed on a 'dataset size'
+    of internal ids; now it raises StaleStoreError naming the cause."""
+    stores = str(tmp_path / "stores")
+    results, _ = _run(tmp_path / "first", ram_items=N // 16, disk="8MiB", store=stores,
+                      epochs=1)
+    _check_values(results)
+    results, loads = _run(tmp_path / "second", ram_items=N // 16, disk="8MiB", store=stores,
+                          epochs=1, seeds={r: SEED + 1 for r in range(HOSTS)},
+                          expect_error=True)
+    assert loads == 0
+    for r in results.values():
+        assert "StaleStoreError" in r["error"] and "another cluster plan" in r["error"], r
 
 
 @pytest.mark.parametrize("after_binding, late", [(False, 0), (True, 0), (True, 1.0)],
