@@ -177,6 +177,8 @@ Status DiskTier::Impl::OpenIndex(bool create) {
     if (records) return DamagedIndex("it has no format key, but segments hold records");
     OPT4STORE_RETURN_IF_ERROR(
         FromRocks(db_->Put(rocksdb::WriteOptions(), kFormatKey, kFormatValue), "write format"));
+  } else if (rs.IsCorruption()) {  // a table of the index fails its checksum
+    return DamagedIndex("reading it: " + rs.ToString());
   } else if (!rs.ok()) {
     return FromRocks(rs, "read format");
   } else if (format != kFormatValue) {

@@ -2,6 +2,8 @@
 interpreter with the same plan, and by later runs with other plans (another
 seed, another sampler, more or fewer epochs)."""
 
+import os
+
 import pytest
 
 import opt4store
@@ -81,6 +83,38 @@ def test_reopened_store_serves_without_a_plan_or_source(tmp_path):
         for i in range(N):
             got = ds[i]
             assert got.dtype == uniform_item(i).dtype and got.equal(uniform_item(i)), i
+        assert store.stats()["source_loads"] == 0
+    finally:
+        store.close()
+
+
+def test_a_damaged_index_table_names_repair_which_brings_every_value_back(tmp_path,
+                                                                          opt4store_cli):
+    """Bytes of one of the index's tables overwritten (a bad block on
+    disk): the open said only 'Corruption: block checksum mismatch'; it
+    names `opt4store repair`, which rebuilds the index from the segments."""
+    import subprocess
+    import torch
+    n, path = 64, str(tmp_path / "store")
+    source = [torch.full((256,), float(i)) for i in range(n)]
+    store = opt4store.Store(path, ram_items=4, disk="4MiB")
+    ds = opt4store.CachedDataset(source, store)
+    for i in range(n):
+        ds[i]
+    store.close()
+    subprocess.run([opt4store_cli, "compact", path], check=True, capture_output=True)
+    table = sorted(p for p in os.listdir(os.path.join(path, "index")) if p.endswith(".sst"))[0]
+    with open(os.path.join(path, "index", table), "r+b") as f:
+        f.seek(100)
+        f.write(b"damaged bytes")
+    with pytest.raises(opt4store.CorruptionError, match=f"opt4store repair {path}"):
+        opt4store.CachedDataset(source, opt4store.Store(path, ram_items=4, disk="4MiB"))
+    subprocess.run([opt4store_cli, "repair", path], check=True, capture_output=True)
+    store = opt4store.Store(path, ram_items=4, disk="4MiB")
+    try:
+        ds = opt4store.CachedDataset(source, store)
+        for i in range(n):
+            assert torch.equal(ds[i], source[i])
         assert store.stats()["source_loads"] == 0
     finally:
         store.close()
