@@ -75,7 +75,8 @@ class CachedDataset(torch.utils.data.Dataset):
         self.store = store
         self.sampler = sampler
         self.transform = transform
-        store.bind(len(dataset), sampler, source=dataset)
+        self._size = len(dataset)  # fixed: the store is bound to it
+        store.bind(self._size, sampler, source=dataset)
         # The plan as the store numbers positions (host positions when the
         # store is shared by a host's local ranks): the sampler's window of
         # recorded epochs (a PlanWindow), shared with it in this process; a
@@ -105,7 +106,7 @@ class CachedDataset(torch.utils.data.Dataset):
     def __getitems__(self, indices):
         """The values of a batch of indices, read from the store in one call;
         the misses are loaded from the dataset and stored."""
-        size = len(self.dataset)
+        size = self._size
         indices = [index if type(index) is int and 0 <= index < size else
                    _checked_index("indices", index, size)
                    for index in check_sequence("indices", indices)]
@@ -154,9 +155,8 @@ class CachedDataset(torch.utils.data.Dataset):
     def load(self, index):
         """The untransformed value of ``index``: from the store, or loaded from
         the dataset and stored."""
-        size = len(self.dataset)
-        if type(index) is not int or not 0 <= index < size:  # before it takes a position
-            index = _checked_index("index", index, size)
+        if type(index) is not int or not 0 <= index < self._size:  # before it takes a position
+            index = _checked_index("index", index, self._size)
         position = self._position(index)
         result = self.store.get(position, index, default=MISS)
         return result if result is not MISS else self.load_miss(position, index)
@@ -197,7 +197,7 @@ class CachedDataset(torch.utils.data.Dataset):
         if not length or self._stride != 1:
             return NO_POSITION
         frontier = self.store.reading_from()
-        if frontier == NO_POSITION or not 0 <= index < len(self.dataset):
+        if frontier == NO_POSITION or not 0 <= index < self._size:
             return NO_POSITION
         epoch = frontier // length
         for e in (epoch, epoch + 1):

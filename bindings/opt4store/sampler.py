@@ -196,9 +196,9 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
 
     def _grow(self, epochs, what):
         """Plans `epochs` epochs instead of self.epochs, for a loop that runs
-        past them (`what`: the call), and plans the bound stores anew from
-        position(): the run goes on, in the base sampler's order, and warns
-        once. A cluster store's plan is fixed for the run: refused there."""
+        past them (`what`: the call): the run goes on, in the base sampler's
+        order, and warns once; the caller plans the bound stores anew. A
+        cluster store's plan is fixed for the run: refused there."""
         if self._positions is not None:
             raise InvalidArgumentError(
                 f"{what}: this PlannedSampler recorded {self.epochs} epochs and drives a "
@@ -213,8 +213,6 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
                 stacklevel=4)
         self.epochs = self._window.epochs = epochs
         self._whole = None
-        for store in self._stores:
-            self._plan_store(store)
 
     def _keeps_whole(self):
         return self.epochs * self.epoch_length <= WHOLE_PLAN_READS
@@ -293,20 +291,10 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
         looked at before the loop) is read again from its start, as a
         load_state_dict there would."""
         epoch = check_int("epoch", epoch)
-        if epoch < self._epoch:
-            self.load_state_dict(dict(self.state_dict(consumed=self._taken_from),
-                                      epoch=epoch, index=0))
-            return
-        if epoch > self._epoch:
+        if epoch != self._epoch:
             if epoch >= self.epochs:
                 self._grow(epoch + 1, f"set_epoch({epoch})")
-            self._epoch = epoch
-            self._start = 0
-            self._record_ahead(append=False)
-            for store in self._stores:
-                self._plan_store(store)  # from the new start, as load_state_dict does
-            if self._replan is not None:  # a cluster store's
-                self._replan(self.position())
+            self._move_to(epoch, 0, self.seed, self.fingerprint)
         # state_dict() names this epoch from now on, with consumed=0 too.
         self._current_epoch = epoch
         self._yielded = self._taken_from = self._start
@@ -336,6 +324,8 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
         epoch = self._epoch
         if epoch >= self.epochs:
             self._grow(epoch + 1, f"iter() of epoch {epoch}")
+            for store in self._stores:
+                self._plan_store(store)
         start, self._start = self._start, 0
         self._epoch = epoch + 1
         self._current_epoch = epoch
@@ -392,6 +382,12 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
                 f"load_state_dict: epoch {epoch}, index {start} is not in this plan of "
                 f"{self.epochs} epochs of {self.epoch_length} indices (the index is below "
                 f"the epoch length; epoch {self.epochs}, the finished state, has index 0)")
+        self._move_to(epoch, start, seed, fingerprint)
+
+    def _move_to(self, epoch, start, seed, fingerprint):
+        """The next iter() reads `epoch` from index `start`, in the order of
+        `seed` (recorded again where it is another, or where the epochs from
+        there were let go), and the bound stores are planned from there."""
         first = min(epoch, self.epochs - 1)
         lost = any(self._window.epoch_ids(e) is None
                    for e in range(first, self._recorder.next_epoch))

@@ -2,6 +2,7 @@
 #include "opt4store/store_options.h"
 
 #include "opt4store/sizes.h"
+#include "tiers/shared_memory.h"
 
 namespace opt4store {
 namespace {
@@ -63,7 +64,11 @@ Status CheckGivenOptions(const StoreOptions& options) {
                                    std::to_string(kMinDiskBytes / 1024) +
                                    " KiB (disk=0: no disk tier)");
   }
-  if (options.queue_bytes < kMinQueueBytes || options.queue_bytes > (uint64_t{1} << 56)) {
+  static_assert(kMinQueueBytes == uint64_t{1} << 20 &&
+                    SharedSegment::kMaxSegmentBytes == uint64_t{1} << 56,
+                "the message below names the limits");
+  if (options.queue_bytes < kMinQueueBytes ||
+      options.queue_bytes > SharedSegment::kMaxSegmentBytes) {
     return Status::InvalidArgument("queue_bytes=" + std::to_string(options.queue_bytes) +
                                    " is outside 1 MiB to 2^56 bytes");
   }
