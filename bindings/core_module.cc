@@ -15,6 +15,7 @@
 #include <pybind11/stl.h>
 #include <torch/extension.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -568,6 +569,10 @@ PYBIND11_MODULE(_core, m) {
       py::arg("options"));
   m.def("parse_size", &opt4store::ParseSizeText, py::arg("text"), py::arg("name") = "");
   m.def("plan_fingerprint", &opt4store::PlanFingerprintOf, py::arg("ids"));
+  // Between a write to shared memory and a read of another word there:
+  // two processes that each write one word and then read the other's
+  // cannot both read the old value (opt4store/_job_list.py).
+  m.def("memory_fence", [] { std::atomic_thread_fence(std::memory_order_seq_cst); });
   m.attr("NO_POSITION") = opt4store::kNoPosition;
   m.attr("MAX_META_BYTES") = opt4store::kMaxMetaBytes;
 }

@@ -34,12 +34,13 @@ import torch.utils.data
 from ._batch_layout import resolved
 from ._checks import int_array
 from ._errors import InvalidArgumentError
+from ._job_list import leave_rows, mark_done
 from .sampler import PlannedIndex, PlannedSampler
 from .store import MISS, NO_POSITION
 
 
 # Filler's own attributes; any other is its CachedDataset's.
-_FILLER_STATE = ("_cached", "_layout", "_slots")
+_FILLER_STATE = ("_cached", "_layout", "_slots", "_marks")
 # How many samples the store holds first_sample tries to peek at before it
 # starts a worker for the first one.
 _PEEKS = 8
@@ -59,10 +60,11 @@ class Filler(torch.utils.data.Dataset):
     set through to it (get_worker_info().dataset.dataset is the user's
     dataset, where a worker_init_fn opens its per-worker handles)."""
 
-    def __init__(self, dataset, layout, slots):
+    def __init__(self, dataset, layout, slots, marks=None):
         object.__setattr__(self, "_cached", dataset)
         object.__setattr__(self, "_layout", layout)
         object.__setattr__(self, "_slots", slots)
+        object.__setattr__(self, "_marks", marks)  # JobList's (_job_list.py)
 
     def __getattr__(self, name):
         # Only names not found on the Filler itself. Dunders and its own
@@ -88,15 +90,26 @@ class Filler(torch.utils.data.Dataset):
         return len(self._cached)
 
     def __getitem__(self, work):
-        number, slot, carried, positions, indices, rows, store_now = work
+        number, slot, carried, positions, indices, rows, store_now, serial = work
+        words = self._marks.numpy() if self._marks is not None else None
         positions = np.asarray(positions, dtype=np.uint64)
         indices = np.asarray(indices, dtype=np.int64)
         if slot is None:  # drop_last's tail
             self._cached.load_batch(positions, indices)
+            mark_done(words, serial)
             return number, [], {}, []
         leaves = carried if carried is not None else self._slots[slot]
-        return (number,) + load_rows(self._cached, self._layout, leaves, positions, indices, rows,
-                                     defer_puts=True, store_now=store_now)
+        written, other, to_store = load_rows(self._cached, self._layout, leaves, positions,
+                                             indices, rows, defer_puts=True, store_now=store_now)
+        if not to_store:
+            mark_done(words, serial)
+        elif not leave_rows(words, serial):  # the loop stopped: no loader stores them now
+            kept = set(to_store)
+            at = [k for k, row in enumerate(rows) if row in kept]  # to_store's order
+            self._cached.store.put_rows(positions[at], indices[at], to_store, self._layout.meta,
+                                        self._layout.payload_bytes, self._layout.offsets, leaves)
+            to_store = []
+        return number, written, other, to_store
 
 
 def load_rows(ds, layout, leaves, positions, indices, rows, known=None, defer_puts=False,
@@ -129,75 +142,6 @@ def load_rows(ds, layout, leaves, positions, indices, rows, known=None, defer_pu
                 ds.store.put(int(positions[k]), int(indices[k]), value)
             other[int(row)] = resolved(value)
     return written, other, to_store
-
-
-class JobList:
-    """The batch sampler of the workers' DataLoader: the jobs of the batches
-    that have rows for the workers, made when torch asks for them (so at
-    most num_workers * prefetch_factor jobs ahead of the training loop).
-    Each batch takes a slot when its first job is made and gives it back
-    when the batch is assembled; its jobs write their rows there. drop_last's
-    tail comes last, in jobs that take no slot."""
-
-    def __init__(self, slots, deferred=True):
-        self.slots = slots
-        # The workers leave loads for the loader to store (no transform): the
-        # rows read again are marked (read_again).
-        self.deferred = deferred
-        self.plan = []
-        self.jobs = []
-        self.parts = {}
-        self.tail = None
-        self.slot_for = {}
-        self.again = None  # per batch: its rows read again later, or None
-
-    def set_epoch_jobs(self, plan, jobs, tail=False):
-        """The epoch's batches, and {batch number: [rows]} for the workers;
-        with `tail`, plan's last entry is drop_last's tail, whose jobs take
-        no slot. Slots of an abandoned epoch's jobs are free again: torch's
-        persistent workers finish those jobs before they take the new ones."""
-        self.release()
-        self.tail = len(plan) - 1 if tail else None
-        self.plan = plan
-        self.jobs = sorted(jobs.items())
-        self.parts = {number: len(parts) for number, parts in self.jobs}
-        self.again = read_again(plan) if jobs and self.deferred else None
-
-    def parts_of(self, number):
-        return self.parts[number]
-
-    def slot_of(self, number):
-        return self.slot_for[number]
-
-    def done(self, number):
-        self.slots.give_back(self.slot_for.pop(number))
-
-    def outstanding(self):
-        return bool(self.slot_for)
-
-    def release(self):
-        for slot in self.slot_for.values():
-            self.slots.give_back(slot)
-        self.slot_for = {}
-        self.again = None
-
-    def __len__(self):
-        return sum(len(parts) for _, parts in self.jobs)
-
-    def __iter__(self):
-        for number, parts in self.jobs:
-            if number == self.tail:
-                slot = carried = None
-            else:
-                slot = self.slot_for[number] = self.slots.take()
-                # A slot made after the workers started travels with the job.
-                carried = self.slots.tensors[slot] if slot >= self.slots.known else None
-            positions, indices = self.plan[number]
-            again = self.again[number] if self.again is not None else None
-            for rows in parts:
-                store_now = rows[again[rows]].tolist() if again is not None else []
-                yield [(number, slot, carried, positions[rows].tolist(),
-                        indices[rows].tolist(), rows.tolist(), store_now)]
 
 
 def draw_base_seed(loader, drawn):
@@ -258,18 +202,6 @@ def end_workers(filler, job_list):
     if shutdown is not None:
         shutdown()
     job_list.release()
-
-
-def read_again(plan):
-    """Per batch of plan (positions, indices), a bool per row: whether a
-    later row of the plan reads the same index."""
-    indices = np.concatenate([batch[1] for batch in plan])
-    flat = np.zeros(len(indices), dtype=bool)
-    if len(indices) and np.bincount(indices).max() > 1:  # else (no repeats) no sort
-        order = np.argsort(indices, kind="stable")  # equal indices in row order
-        flat[order[:-1]] = indices[order[:-1]] == indices[order[1:]]
-    bounds = np.cumsum([0] + [len(batch[1]) for batch in plan])
-    return [flat[bounds[k]:bounds[k + 1]] for k in range(len(plan))]
 
 
 def first_sample(loader, plan):

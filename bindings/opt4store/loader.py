@@ -65,14 +65,14 @@ import torch
 import torch.utils.data
 
 from . import _batch_layout
-from ._checks import (MAX_UINT64, check_bool, check_callable, check_int,
-                      check_multiprocessing_context, check_number, check_str)
-from ._errors import InvalidArgumentError, InvalidTypeError
-from ._loader_jobs import (Filler, JobList, TorchLoaders, draw_base_seed, end_workers,
+from ._checks import check_int
+from ._errors import InvalidArgumentError
+from ._job_list import JobList, new_marks
+from ._loader_args import checked_arguments
+from ._loader_jobs import (Filler, TorchLoaders, draw_base_seed, end_workers,
                            epoch_plan, first_sample, load_rows, one_job, pass_tail,
                            planned_sampler, samplers_of, tail_misses, unread_values, worker_rng)
 from ._read_ahead import ReadAhead
-from .dataset import CachedDataset
 from .device import OwnBatches, check_device, to_device
 from .store import MISS
 
@@ -89,10 +89,6 @@ _MIN_JOB_ROWS = 4
 # How long an epoch's start waits for the owner to take the values the last
 # epoch's workers put; past it, the epoch loads what it cannot see.
 _PUTS_WAIT_S = 2.0
-# The largest batch_size and num_workers: a batch over the largest dataset
-# (2**32 - 1 items), or more workers than a host runs, is a mistake.
-_MAX_BATCH_SIZE = (1 << 32) - 1
-_MAX_WORKERS = 1 << 16
 
 
 # ---------------------------------------------------------------- the loader
@@ -116,58 +112,11 @@ class DataLoader:
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor=None, persistent_workers=False, pin_memory_device="",
                  device=None):
-        if not isinstance(dataset, CachedDataset):
-            raise InvalidArgumentError(
-                "opt4store.DataLoader loads an opt4store.CachedDataset; got "
-                f"{type(dataset).__name__} (wrap it: CachedDataset(dataset, store, sampler))")
-        batch_size = check_int("batch_size", batch_size, 1, _MAX_BATCH_SIZE, allow_none=True)
-        if shuffle is not None:
-            shuffle = check_bool("shuffle", shuffle)
-        num_workers = check_int("num_workers", num_workers, 0, _MAX_WORKERS)
-        timeout = check_number("timeout", timeout, 0.0)
-        prefetch_factor = check_int("prefetch_factor", prefetch_factor, 1, MAX_UINT64,
-                                    allow_none=True)
-        pin_memory = check_bool("pin_memory", pin_memory)
-        drop_last = check_bool("drop_last", drop_last)
-        persistent_workers = check_bool("persistent_workers", persistent_workers)
-        check_str("pin_memory_device", pin_memory_device, allow_empty=True)
-        check_callable("collate_fn", collate_fn)
-        check_callable("worker_init_fn", worker_init_fn)
-        multiprocessing_context = check_multiprocessing_context(
-            "multiprocessing_context", multiprocessing_context, num_workers)
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise InvalidTypeError(f"generator: expected a torch.Generator or None, got "
-                                   f"{type(generator).__name__}")
-        if sampler is not None and not hasattr(sampler, "__iter__"):
-            raise InvalidTypeError(f"sampler: expected an iterable of indices, got "
-                                   f"{type(sampler).__name__}")
-        if batch_sampler is not None and not hasattr(batch_sampler, "__iter__"):
-            raise InvalidTypeError(f"batch_sampler: expected an iterable of index lists, got "
-                                   f"{type(batch_sampler).__name__}")
-        if num_workers == 0 and prefetch_factor is not None:
-            raise InvalidArgumentError("prefetch_factor is for num_workers > 0")
-        if num_workers == 0 and persistent_workers:
-            raise InvalidArgumentError("persistent_workers needs num_workers > 0")
-        if batch_sampler is not None and (batch_size != 1 or shuffle or sampler is not None or
-                                          drop_last):
-            raise InvalidArgumentError(
-                "batch_sampler is mutually exclusive with batch_size, shuffle, sampler and "
-                "drop_last")
-        if batch_size is None and drop_last:
-            raise InvalidArgumentError("batch_size=None (no auto-collation) is mutually "
-                                       "exclusive with drop_last")
-        if sampler is not None and shuffle:
-            raise InvalidArgumentError("sampler is mutually exclusive with shuffle")
-        if sampler is None and batch_sampler is None:
-            if shuffle:
-                if dataset.sampler is not None:
-                    raise InvalidArgumentError(
-                        "shuffle=True with a CachedDataset that has a PlannedSampler: give "
-                        "that sampler (sampler=) so that the store follows the order read")
-                sampler = torch.utils.data.RandomSampler(dataset, generator=generator)
-            else:
-                sampler = dataset.sampler if dataset.sampler is not None else \
-                    torch.utils.data.SequentialSampler(dataset)
+        (batch_size, shuffle, sampler, num_workers, timeout, prefetch_factor, pin_memory,
+         drop_last, persistent_workers, multiprocessing_context) = checked_arguments(
+            dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn,
+            pin_memory, drop_last, timeout, worker_init_fn, multiprocessing_context, generator,
+            prefetch_factor, persistent_workers, pin_memory_device)
         self.dataset = dataset
         self.batch_size = batch_size if batch_sampler is None else None
         self.drop_last = drop_last
@@ -303,7 +252,7 @@ class DataLoader:
         if len(rows) and filler is not None:
             number = self._job_list.tail
             for _ in range(self._job_list.parts_of(number)):
-                got = next(filler)[0]
+                got = self._job_list.next_result(filler)[0]
                 assert got == number, (got, number)
         elif len(rows):
             positions, indices = self._tail
@@ -362,6 +311,10 @@ class DataLoader:
                 yield batch
                 step = time.perf_counter() - handed
             self._load_tail(tail, filler)
+        except GeneratorExit:  # the loop stopped early: keep what the workers loaded ahead
+            if filler is not None and ds.store.is_open:
+                self._job_list.keep_work_ahead(filler, ds.store, self._layout)
+            raise
         finally:
             if ahead is not None:
                 ahead.close()
@@ -431,7 +384,8 @@ class DataLoader:
             if self._slots is None or self._slots.known != count or \
                     self._slots.rows < self._rows:
                 self._slots = _batch_layout.shared_slots(self._layout, self._rows, count)
-            self._job_list = JobList(self._slots, deferred=self.dataset.transform is None)
+            self._job_list = JobList(self._slots, new_marks(depth * self._parts()),
+                                     deferred=self.dataset.transform is None)
             kwargs = dict(num_workers=self.num_workers, collate_fn=one_job, timeout=self.timeout,
                           worker_init_fn=self.worker_init_fn,
                           multiprocessing_context=self.multiprocessing_context,
@@ -442,7 +396,8 @@ class DataLoader:
             # the slower part.
             kwargs["prefetch_factor"] = (self.prefetch_factor or 2) * self._parts()
             self._filler = torch.utils.data.DataLoader(
-                Filler(self.dataset, self._layout, self._slots.tensors[:self._slots.known]),
+                Filler(self.dataset, self._layout, self._slots.tensors[:self._slots.known],
+                       self._job_list.marks),
                 batch_sampler=self._job_list, **kwargs)
             self._end = weakref.finalize(self, end_workers, self._filler, self._job_list)
             self._end.atexit = False  # torch ends its workers at exit
@@ -472,7 +427,7 @@ class DataLoader:
         the slot, its slot)."""
         written, other, to_store = [], {}, []
         for _ in range(self._job_list.parts_of(number)):
-            got, rows, theirs, loaded = next(filler)
+            got, rows, theirs, loaded = self._job_list.next_result(filler)
             assert got == number, (got, number)
             written.extend(rows)
             other.update(theirs)

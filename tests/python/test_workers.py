@@ -11,7 +11,7 @@ import torch
 import torch.utils.data
 
 import opt4store
-from opt4store._loader_jobs import read_again
+from opt4store._job_list import read_again
 from o4s_testlib import (CallCounter, UniformDataset, VariableDataset, check_epoch, keep_list,
                          uniform_item, variable_item)
 
