@@ -280,15 +280,31 @@ TEST_CASE("Store: out-of-range ids and oversized meta are refused", "[store]") {
 }
 
 TEST_CASE("Store: settings no store runs with are refused before anything is made", "[store]") {
-  for (int which = 0; which < 4; ++which) {
+  for (int which = 0; which < 9; ++which) {
     ScratchStore scratch;
     StoreOptions o = BaseOptions(scratch);
     o.dataset_size = 10;
-    const char* named[] = {"ram=0", "ram_items=0", "disk=1024 bytes", "not both"};
+    const char* named[] = {"ram=0",
+                           "ram_items=0",
+                           "disk=1024 bytes",
+                           "not both",
+                           "fetch_timeout_ms=-1",
+                           "fetch_timeout_ms=9223372036854775807",
+                           "shm_prefix \"\"",
+                           "shm_prefix \"a/b\"",
+                           "1 to 200 characters"};
     if (which == 0) o.ram = 0;
     if (which == 1) o.ram_items = 0;
     if (which == 2) o.disk = 1024;
     if (which == 3) o.ram = kMiB, o.ram_items = 4;
+    // -1 or the largest int64 for "no limit" overflowed to a timeout of
+    // nothing: every worker's Put under sync=every failed at once.
+    if (which == 4) o.fetch_timeout_ms = -1;
+    if (which == 5) o.fetch_timeout_ms = INT64_MAX;
+    // These were refused by the RAM tier, with advice to lower ram=.
+    if (which == 6) o.shm_prefix = "";
+    if (which == 7) o.shm_prefix = "a/b";
+    if (which == 8) o.shm_prefix = std::string(201, 'p');
     std::unique_ptr<Store> store;
     const Status s = Store::Open(o, scratch.path(), &store);
     INFO(s.ToString());
@@ -314,8 +330,99 @@ TEST_CASE("Store: Close releases everything and later calls fail with IOError", 
   StringSink sink;
   CHECK(store->Get(kNoPosition, 1, &sink).IsIOError());
   CHECK(store->Put(kNoPosition, 2, "m", "p").IsIOError());
+  // The owner's admin calls too: SetPlan crashed (SIGSEGV in the RAM
+  // tier), and Verify, Inspect and Compact answered OK.
+  CHECK(store->SetPlan(ShufflePlan(50, 2, 2)).IsIOError());
+  CHECK(store->AppendPlan({1, 2}).IsIOError());
+  CHECK(store->Compact().IsIOError());
+  StoreVerifyReport report;
+  CHECK(store->Verify(&report).IsIOError());
+  StoreInfo info;
+  CHECK(store->Inspect(&info).IsIOError());
   // disk 0 (the default for a new store): nothing was written under path.
   CHECK(DirIsEmptyOrMissing(scratch.path()));
+}
+
+TEST_CASE("Store: Stats after Close are the counters at close, as an admin open shows them",
+          "[store]") {
+  ScratchStore scratch;
+  StoreOptions o = BaseOptions(scratch);
+  o.plan = ShufflePlan(20, 1, 1);
+  o.ram_items = 20;
+  o.disk = 8 * kMiB;
+  auto store = OpenStore(o, scratch.path());
+  std::vector<ItemId> ids;
+  REQUIRE(PlanIds(*o.plan, &ids).ok());
+  for (uint64_t p = 0; p < ids.size(); ++p) {
+    StringSink sink;
+    if (store->Get(p, ids[p], &sink).IsNotFound()) {
+      REQUIRE(store->Put(p, ids[p], "m", "value " + std::to_string(ids[p])).ok());
+    }
+  }
+  REQUIRE(store->Close().ok());
+  // Was all zeros, last_run and disk_items included.
+  const StoreStats closed = store->Stats();
+  CHECK(closed.last_run);
+  CHECK_FALSE(closed.live);
+  CHECK(closed.accesses == 20);
+  CHECK(closed.source_loads == 20);
+  CHECK(closed.puts == 20);
+  CHECK(closed.ram_items == 0);
+  StoreOptions admin;
+  admin.disk_only = true;
+  admin.create_if_missing = false;
+  std::unique_ptr<Store> reopened;
+  REQUIRE(Store::Open(admin, scratch.path(), &reopened).ok());
+  const StoreStats shown = reopened->Stats();
+  CHECK(shown.last_run);
+  CHECK(shown.accesses == closed.accesses);
+  CHECK(shown.puts == closed.puts);
+  CHECK(shown.disk_items == closed.disk_items);
+  CHECK(closed.disk_items == 20);
+}
+
+TEST_CASE("Store: a refused open of a new store leaves the path as it was", "[store]") {
+  ScratchStore scratch;
+  // Without a dataset size: refused after the disk tier had made its LOCK,
+  // RESERVE, index/ and segments/ under folders it created; the next open
+  // then said Corruption ("an index but no manifest", run repair).
+  const std::string nested = scratch.path() + "/a/b/store";
+  StoreOptions no_size = BaseOptions(scratch);
+  no_size.ram = kMiB;
+  no_size.disk = 4 * kMiB;
+  std::unique_ptr<Store> store;
+  Status s = Store::Open(no_size, nested, &store);
+  INFO(s.ToString());
+  CHECK(s.IsInvalidArgument());
+  CHECK_FALSE(std::filesystem::exists(scratch.path() + "/a"));
+  // A folder that held a file of the user's keeps it, and only it.
+  std::filesystem::create_directories(scratch.path() + "/mine");
+  opt4store_test::WriteBytes(scratch.path() + "/mine/notes.txt", "kept");
+  s = Store::Open(no_size, scratch.path() + "/mine", &store);
+  CHECK(s.IsInvalidArgument());
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(scratch.path() + "/mine")) {
+    left.push_back(e.path().filename().string());
+  }
+  CHECK(left == std::vector<std::string>{"notes.txt"});
+  // The same open with a size makes the store.
+  no_size.dataset_size = 10;
+  REQUIRE(Store::Open(no_size, nested, &store).ok());
+  REQUIRE(store->Close().ok());
+}
+
+TEST_CASE("Store: SetPlan refuses a plan of another dataset size, as Open does", "[store]") {
+  ScratchStore scratch;
+  StoreOptions o = BaseOptions(scratch);
+  o.plan = ShufflePlan(100, 1, 1);
+  o.ram_items = 10;
+  auto store = OpenStore(o, scratch.path());
+  // 99 was taken (and saved), while Open refused the same plan.
+  const Status s = store->SetPlan(ShufflePlan(99, 1, 1));
+  INFO(s.ToString());
+  CHECK(s.IsInvalidArgument());
+  CHECK(s.message().find("dataset size 99 contradicts the store's 100") != std::string::npos);
+  CHECK(store->SetPlan(ShufflePlan(100, 1, 2)).ok());
 }
 
 // ------------------------------------------------------------ Belady equality

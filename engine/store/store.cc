@@ -62,7 +62,13 @@ bool Store::Impl::FirstWarning(uint32_t kind) {
 
 Status Store::Impl::SetPlan(const PlanSpec& plan, uint64_t start_position) {
   if (!InOwner()) return Status::InvalidArgument("SetPlan: only the owner process sets the plan");
+  if (closed_.load(std::memory_order_acquire)) return Status::IOError("the store is closed");
   if (disk_only_) return Status::InvalidArgument("SetPlan: the store is open in disk-only mode");
+  if (plan.dataset_size != 0 && plan.dataset_size != dataset_size_) {
+    return Status::InvalidArgument("SetPlan: the plan's dataset size " +
+                                   std::to_string(plan.dataset_size) + " contradicts the store's " +
+                                   std::to_string(dataset_size_));
+  }
   // The file copy is I/O: before the lock.
   PlanSpec stored = plan, saved = plan;
   const bool persist = disk_ && PlanIsPersistable(plan);
@@ -81,6 +87,7 @@ Status Store::Impl::SetPlan(const PlanSpec& plan, uint64_t start_position) {
 
 Status Store::Impl::AppendPlan(std::vector<ItemId> ids) {
   if (!InOwner()) return Status::InvalidArgument("AppendPlan: only the owner process plans");
+  if (closed_.load(std::memory_order_acquire)) return Status::IOError("the store is closed");
   if (disk_only_) return Status::InvalidArgument("AppendPlan: the store is open in disk-only mode");
   MutexLock lock(&mu_);
   return residency_->AppendPlan(std::move(ids));
@@ -123,6 +130,7 @@ Status Store::Impl::Flush() {
 
 Status Store::Impl::Compact() {
   if (!InOwner()) return Status::InvalidArgument("Compact: only the owner process compacts");
+  if (closed_.load(std::memory_order_acquire)) return Status::IOError("the store is closed");
   if (!disk_) return Status::OK();
   Status s = disk_->Compact();
   if (ctl_) {
@@ -137,6 +145,7 @@ Status Store::Impl::Compact() {
 
 Status Store::Impl::Verify(StoreVerifyReport* report) {
   if (!InOwner()) return Status::InvalidArgument("Verify: only the owner process verifies");
+  if (closed_.load(std::memory_order_acquire)) return Status::IOError("the store is closed");
   *report = StoreVerifyReport();
   if (!disk_) return Status::OK();
   VerifyReport r;
@@ -157,6 +166,7 @@ Status Store::Impl::Verify(StoreVerifyReport* report) {
 
 Status Store::Impl::Inspect(StoreInfo* info) {
   if (!InOwner()) return Status::InvalidArgument("Inspect: only the owner process inspects");
+  if (closed_.load(std::memory_order_acquire)) return Status::IOError("the store is closed");
   *info = StoreInfo();
   info->path = path_;
   info->settings = effective_;
@@ -230,6 +240,7 @@ Status Store::Impl::Close() {
   if (!InOwner()) {
     // Every Put this process sent is queued by now: the owner's wait ends
     // with them in the queue, and its Close takes them.
+    stats_at_close_ = ClosedStats(Stats());
     if (ctl_) ctl_->LeaveRankReaders(rank_reader_slot_, shm::PackProcess(shm::CurrentProcess()));
     ram_.reset();
     queue_.reset();
@@ -250,6 +261,7 @@ Status Store::Impl::Close() {
   // for the owner now, not after the disk tier's sync and close, which can
   // take seconds.
   if (ctl_) ctl_->header()->owner_closed.store(1, std::memory_order_release);
+  if (!disk_ && !disk_only_) stats_at_close_ = ClosedStats(Stats());
   if (disk_) {
     uint64_t saved = 0;
     // An open that failed (at its plan, say, after the residency existed)
@@ -262,8 +274,10 @@ Status Store::Impl::Close() {
     if (!disk_only_ && opened) {
       SpillForRestart();
       result = SaveCursor(&saved);
+      const StoreStats live = Stats();
+      stats_at_close_ = ClosedStats(live);
       // So that a closed store shows its last run (opt4store stats).
-      Status s = disk_->PutMeta(kManifestLastRunKey, EncodeRunCounters(Stats()));
+      Status s = disk_->PutMeta(kManifestLastRunKey, EncodeRunCounters(live));
       if (result.ok()) result = s;
     }
     // Before the LOCK goes: a later owner's file is never removed.
@@ -289,7 +303,11 @@ Store::~Store() = default;
 Status Store::Open(const StoreOptions& options, const std::string& path,
                    std::unique_ptr<Store>* store) {
   std::unique_ptr<Impl> impl(new Impl());
-  OPT4STORE_RETURN_IF_ERROR(impl->OpenOwner(options, path));
+  Status s = impl->OpenOwner(options, path);
+  if (!s.ok()) {
+    impl->UndoNewStore();
+    return s;
+  }
   store->reset(new Store(std::move(impl)));
   return Status::OK();
 }

@@ -89,6 +89,9 @@ class Store::Impl : private ResidencyTiers {
   // and laid back over a StoreStats (names it does not have are skipped).
   static std::string EncodeRunCounters(const StoreStats& st);
   static void ApplyRunCounters(std::string_view text, StoreStats* st);
+  // A closed store's stats, from its last live ones: the run counters as
+  // saved, the disk tier's gauges, last_run set; the rest 0.
+  static StoreStats ClosedStats(const StoreStats& live);
   void BeginEpoch(uint64_t position);
   uint64_t ReadingFrom() const;
   bool FirstWarning(uint32_t kind);
@@ -101,6 +104,11 @@ class Store::Impl : private ResidencyTiers {
   Status Inspect(StoreInfo* info);
   Status Close();
   StoreStats Stats();
+  // After a failed OpenOwner that began a new store (it held the store's
+  // LOCK): closes, and removes what the open made (the disk tier's files,
+  // the folders it created), so that the path is as it was: a later open
+  // does not find a store without a manifest there.
+  void UndoNewStore();
 
  private:
   // ---- opening (store_open.cc)
@@ -283,6 +291,14 @@ class Store::Impl : private ResidencyTiers {
 
   std::atomic<uint64_t> total_positions_{0};
   std::atomic<bool> closed_{false};
+  // What Stats() returns once Close() is done: what an admin open of the
+  // store shows then (ClosedStats). Written by Close, which no call overlaps.
+  StoreStats stats_at_close_;
+  // A new store's open (UndoNewStore): the folders it created, deepest
+  // first, the entries the path held before, and whether it holds the LOCK.
+  std::vector<std::string> dirs_made_;
+  std::vector<std::string> entries_before_;
+  bool new_store_ = false;
   std::atomic<bool> warned_[kWarnCount] = {};
 
   // Owner state.

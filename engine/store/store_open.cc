@@ -212,13 +212,13 @@ Status Store::Impl::ResolveFingerprint(const StoreOptions& o, bool exists, Store
       return Status::Stale(
           where + "its " + std::to_string(held) + " values were made for fingerprint '" +
           m->fingerprint + "', and this open gives fingerprint '" + *o.fingerprint +
-          "': they may be stale. Open it with reset=True to empty it and go on, or run "
-          "'opt4store clear " + path_ + "' first");
+          "': they may be stale. Open it with reset (Python: reset=True) to empty it and go "
+          "on, or run 'opt4store clear " + path_ + "' first");
     }
     log_(where + "it had no fingerprint; its " + std::to_string(held) +
          " values are now taken as made for fingerprint '" + *o.fingerprint +
-         "'. If other code made them, empty it: reset=True, or 'opt4store clear " + path_ +
-         "'");
+         "'. If other code made them, empty it: reset (Python: reset=True), or "
+         "'opt4store clear " + path_ + "'");
   }
   m->fingerprint = *o.fingerprint;
   return Status::OK();
@@ -403,14 +403,23 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
       return Status::InvalidArgument("a store already exists at " + path);
     }
     if (!exists_on_disk) {
-      // A new store may be nested in folders that do not exist yet.
+      // A new store may be nested in folders that do not exist yet. What
+      // this open makes is noted, for UndoNewStore.
       std::error_code ec;
+      for (std::filesystem::path p(path); !p.empty() && !std::filesystem::exists(p, ec);
+           p = p.parent_path()) {
+        dirs_made_.push_back(p.string());
+      }
+      for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+        entries_before_.push_back(entry.path().filename().string());
+      }
       std::filesystem::create_directories(path, ec);
       if (ec) return Status::IOError("cannot create " + path + ": " + ec.message());
     }
     // The budget comes from the manifest when not given: read it first.
     OPT4STORE_RETURN_IF_ERROR(DiskTier::Open(
         DiskOptions(options.disk ? *options.disk : kProvisionalDiskBudget), path_, &disk_));
+    new_store_ = !exists_on_disk;  // its LOCK is this open's now
     OPT4STORE_RETURN_IF_ERROR(ReadManifest(&exists));
     if (!exists && exists_on_disk && !options.disk) {
       return Status::Corruption("store " + path + " has an index but no manifest (lost with a "
@@ -547,6 +556,22 @@ Status Store::Impl::InitPlanLocked(const PlanSpec& spec, uint64_t start,
   ctl_->header()->frontier.store(start, std::memory_order_release);
   ctl_->header()->epoch_start.store(start, std::memory_order_release);
   return Status::OK();
+}
+
+void Store::Impl::UndoNewStore() {
+  if (!new_store_) return;
+  Close().PermitUncheckedError();
+  std::error_code ec;
+  std::vector<std::filesystem::path> made;
+  for (const auto& entry : std::filesystem::directory_iterator(path_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (std::find(entries_before_.begin(), entries_before_.end(), name) == entries_before_.end()) {
+      made.push_back(entry.path());
+    }
+  }
+  for (const auto& p : made) std::filesystem::remove_all(p, ec);
+  // Deepest first; remove() leaves a folder someone has put anything in since.
+  for (const std::string& dir : dirs_made_) std::filesystem::remove(dir, ec);
 }
 
 Store::Impl::~Impl() {

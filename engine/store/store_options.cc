@@ -75,6 +75,16 @@ Status CheckGivenOptions(const StoreOptions& options) {
   if (options.ram && options.ram_items) {
     return Status::InvalidArgument("give ram= (bytes) or ram_items= (items), not both");
   }
+  if (options.fetch_timeout_ms < 0 || options.fetch_timeout_ms > kMaxFetchTimeoutMs) {
+    return Status::InvalidArgument("fetch_timeout_ms=" + std::to_string(options.fetch_timeout_ms) +
+                                   " is outside 0 to 2^31 - 1 ms");
+  }
+  if (options.shm_prefix.empty() || options.shm_prefix.find('/') != std::string::npos ||
+      options.shm_prefix.size() > kMaxShmPrefixBytes) {
+    return Status::InvalidArgument("shm_prefix \"" + options.shm_prefix +
+                                   "\": give 1 to " + std::to_string(kMaxShmPrefixBytes) +
+                                   " characters without '/'");
+  }
   return Status::OK();
 }
 

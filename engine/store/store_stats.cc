@@ -38,6 +38,17 @@ std::string Store::Impl::EncodeRunCounters(const StoreStats& st) {
   return out;
 }
 
+StoreStats Store::Impl::ClosedStats(const StoreStats& live) {
+  StoreStats st;
+  ApplyRunCounters(EncodeRunCounters(live), &st);
+  st.last_run = true;
+#define OPT4STORE_COPY_DISK_STAT(group, type, field, kind, help) \
+  if (std::string_view(#group) == "disk") st.field = live.field;
+  OPT4STORE_STORE_STATS(OPT4STORE_COPY_DISK_STAT)
+#undef OPT4STORE_COPY_DISK_STAT
+  return st;
+}
+
 void Store::Impl::ApplyRunCounters(std::string_view text, StoreStats* st) {
   // The table's own names pick the fields, so that a counter added later
   // reads as 0 from an older store's text.
@@ -162,6 +173,7 @@ void ReadSharedStats(const ControlBlock* ctl, RamTier* ram, StoreStats* st) {
 }
 
 StoreStats Store::Impl::Stats() {
+  if (closed_.load() && !ctl_ && !disk_only_) return stats_at_close_;
   StoreStats st;
   const bool owner = InOwner() && !disk_only_ && ctl_;
   if (owner && !closed_.load()) {

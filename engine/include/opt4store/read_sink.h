@@ -3,8 +3,11 @@
 // just allocated, a std::string, a caller's buffer) once they know the
 // sizes, and copy there exactly once.
 //
-// Thread safety: a read calls its sink from the calling thread only; a sink
-// serves one read at a time. Process-local.
+// Thread safety: a sink serves one read at a time, from one thread at a
+// time. Get and Peek call it from the calling thread; GetBatch may call the
+// sinks of one batch from its copy helpers, several at once (store.h), so
+// sinks of a batch that share anything (an allocator) must lock it.
+// Process-local.
 #ifndef OPT4STORE_READ_SINK_H_
 #define OPT4STORE_READ_SINK_H_
 

@@ -205,7 +205,10 @@ class Store {
 
   // Get for n reads. statuses[i] and sources[i] (sources may be null)
   // belong to the i-th read. The owner reads the disk-tier items of the
-  // batch in one io_uring batch.
+  // batch in one io_uring batch. The RAM hits of a batch of 4 or more are
+  // copied on helper threads too: sinks[i] may be called from a thread
+  // other than the caller's, at the same time as another read's sink, so
+  // the sinks of a batch must not share state without a lock (read_sink.h).
   void GetBatch(const uint64_t* positions, const ItemId* ids, size_t n, ReadSink* const* sinks,
                 Status* statuses, GetSource* sources = nullptr);
 
@@ -266,7 +269,7 @@ class Store {
   // finds the items RAM already holds (what the old plan still had to
   // read: at a plan's end RAM holds nothing, and the disk tier carries
   // values over). The disk tier keeps everything. The plan's
-  // dataset size must match.
+  // dataset size must match (InvalidArgument).
   Status SetPlan(const PlanSpec& plan, uint64_t start_position = 0);
   // Appends the next whole epochs of an open explicit plan (PlanSpec::
   // total_epochs), which the current plan must be: the RAM tier and the
@@ -311,7 +314,9 @@ class Store {
   Status Close();
 
   // In any process: totals across every process (reader counters) plus the
-  // owner's gauges as the owner last published them.
+  // owner's gauges as the owner last published them. After Close(), what an
+  // admin open of the store shows: the counters as they stood at close,
+  // the disk tier's gauges then, and last_run set.
   StoreStats Stats();
 
  private:

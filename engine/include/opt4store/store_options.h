@@ -71,6 +71,12 @@ enum class SettingKind { kCount, kBytes, kName };
 constexpr uint64_t kMinDiskBytes = 32 * 1024;
 // The smallest queue_bytes (StoreOptions): a value may take half of it.
 constexpr uint64_t kMinQueueBytes = uint64_t{1} << 20;
+// The longest fetch_timeout_ms, about 24.8 days: far beyond any fetch, and
+// in nanoseconds it fits an int64_t.
+constexpr int64_t kMaxFetchTimeoutMs = (int64_t{1} << 31) - 1;
+// The longest shm_prefix: a shared-memory name, "/<shm_prefix>-queue.<pid>.<n>",
+// stays within NAME_MAX (255).
+constexpr size_t kMaxShmPrefixBytes = 200;
 
 // One row of the table, for code that shows or reads every setting.
 struct SettingField {
@@ -184,7 +190,9 @@ Status SetOption(std::string_view name, std::string_view text, StoreOptions* opt
 // (the manifest's values are not checked here: it writes 0 for the one of
 // ram and ram_items not in use): ram=0, ram_items=0, a disk budget below
 // kMinDiskBytes but 0, ram and ram_items together, queue_bytes below
-// kMinQueueBytes or above 2^56 (the largest shared segment). Store::Open checks its
+// kMinQueueBytes or above 2^56 (the largest shared segment), fetch_timeout_ms
+// outside 0 to kMaxFetchTimeoutMs, an shm_prefix that is empty, holds a '/'
+// or is longer than kMaxShmPrefixBytes. Store::Open checks its
 // options with it; bindings call it to refuse them before any open.
 Status CheckGivenOptions(const StoreOptions& options);
 
