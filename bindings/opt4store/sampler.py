@@ -291,6 +291,7 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
         looked at before the loop) is read again from its start, as a
         load_state_dict there would."""
         epoch = check_int("epoch", epoch)
+        self._pass_unread()
         if epoch != self._epoch:
             if epoch >= self.epochs:
                 self._grow(epoch + 1, f"set_epoch({epoch})")
@@ -318,9 +319,32 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
         return (self._current_epoch * self.epoch_length + self._taken_from,
                 self._yielded - self._taken_from)
 
+    def _pass_unread(self):
+        """The epoch last begun is left: a cluster store's own reads of it
+        that this sampler never handed out (a loop over torch's DataLoader
+        that broke off it) are passed, as opt4store.DataLoader passes what
+        its loop did not read. A local store passes them itself when the
+        next epoch begins (begin_epoch); a cluster store's plan interleaves
+        other hosts' reads, so its store waited on them: each epoch's first
+        batches stalled, and a live peer was declared lost."""
+        epoch, done = self._current_epoch, self._yielded
+        if self._positions is None or self._counted_by_loader or \
+                self._epoch != epoch + 1 or done >= self.epoch_length:
+            return
+        ids = self._window.epoch_ids(epoch)
+        if ids is None:
+            return
+        base = epoch * self.epoch_length
+        for store in self._read_through:  # the cluster stores read through it
+            if store.is_open:
+                store.mark_consumed(self._positions[base + done:base + self.epoch_length],
+                                    ids[done:])
+        self._yielded = self.epoch_length  # passed once
+
     def _begin_epoch(self):
         """Starts the next recorded epoch: (its first plan index, the index in
         it to resume at)."""
+        self._pass_unread()
         epoch = self._epoch
         if epoch >= self.epochs:
             self._grow(epoch + 1, f"iter() of epoch {epoch}")
