@@ -575,4 +575,5 @@ PYBIND11_MODULE(_core, m) {
   m.def("memory_fence", [] { std::atomic_thread_fence(std::memory_order_seq_cst); });
   m.attr("NO_POSITION") = opt4store::kNoPosition;
   m.attr("MAX_META_BYTES") = opt4store::kMaxMetaBytes;
+  m.attr("MAX_FETCH_TIMEOUT_MS") = opt4store::kMaxFetchTimeoutMs;
 }

@@ -2,6 +2,7 @@
 
 import os
 import pickle
+import sys
 import warnings
 import weakref
 
@@ -26,9 +27,7 @@ MISS = object()
 # The settings a store saves, from the one table (store_options.h):
 # (name, kind, default, help); kind is "size", "count" or "name".
 SETTINGS = tuple(_core.setting_fields())
-# fetch_timeout_ms at most about 24.8 days: far beyond any fetch, and the
-# engine turns it into nanoseconds without overflow.
-MAX_FETCH_TIMEOUT_MS = (1 << 31) - 1
+MAX_FETCH_TIMEOUT_MS = _core.MAX_FETCH_TIMEOUT_MS  # store_options.h's kMaxFetchTimeoutMs
 # The largest ram= and staging=: the largest shared segment
 # (SharedSegment::kMaxSegmentBytes, 2**56 bytes), which the engine checks at
 # open; checked here too so that a new store refuses it at once.
@@ -530,12 +529,15 @@ class Store:
     def close(self):
         """Flushes, saves the cursor and releases the store. Idempotent. The
         owner of a shared store first waits for the other local ranks to
-        close theirs (see shared= above)."""
+        close theirs (see shared= above), unless an exception propagates
+        (a `with` block or `finally:` an error left): they wait for it then."""
+        failing = sys.exc_info()[0] is not None
         for reader in list(self._close_after):
             reader.wait()
         if self._sharing is not None:
             self._sharing.unpublish()  # first: a rank that closed may open again
-            self._sharing.wait_for_rank_readers(self._core)
+            if not failing:
+                self._sharing.wait_for_rank_readers(self._core)
         if self._cluster is not None and self._core is not None and not self._core.closed:
             self._cluster.close()  # serves the peers until they are done
         if self._core is not None and not self._core.closed:

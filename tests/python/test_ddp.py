@@ -450,19 +450,27 @@ def _owner_main(config_path):
     ds = opt4store.CachedDataset(dataset, store, sampler)
     while not os.path.exists(cfg["bound"]):
         time.sleep(0.01)
-    for index in sampler:
-        assert torch.equal(ds[index], uniform_item(index, NUMEL))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        store.close()
+        if cfg.get("fail"):
+            try:
+                with store:  # training fails inside the store's with block
+                    raise RuntimeError("a failed step")
+            except RuntimeError:
+                pass
+        else:
+            for index in sampler:
+                assert torch.equal(ds[index], uniform_item(index, NUMEL))
+            store.close()
     with open(cfg["results"], "w") as f:
         json.dump({"accesses": store.stats()["accesses"],
                    "warnings": [str(w.message) for w in caught]}, f)
 
 
-def _start_owner(tmp_path, shared_timeout):
+def _start_owner(tmp_path, shared_timeout, fail=False):
     cfg = {"path": str(tmp_path / "store"), "bound": str(tmp_path / "bound"),
-           "results": str(tmp_path / "owner.json"), "shared_timeout": shared_timeout}
+           "results": str(tmp_path / "owner.json"), "shared_timeout": shared_timeout,
+           "fail": fail}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     code = "import sys, test_ddp; test_ddp._owner_main(sys.argv[1])"
     owner = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "config.json")],
@@ -512,6 +520,21 @@ def test_the_owner_close_gives_up_on_a_rank_that_never_closes(tmp_path):
         assert f"pid {os.getpid()}" in result["warnings"][0]
         assert "not cached" in result["warnings"][0]
         for index in list(sampler)[:8]:
+            assert torch.equal(ds[index], uniform_item(index, NUMEL))
+    finally:
+        store.close()
+
+
+def test_an_owner_that_fails_inside_its_with_block_closes_at_once(tmp_path):
+    """Rank 0 raises inside `with store:` while the other rank, which
+    waits for it in DDP's next collective, keeps the store open: the
+    owner's close does not wait for that rank (it waited shared_timeout,
+    30 s by default, then warned that the healthy rank held it)."""
+    owner, cfg, store, ds, sampler = _start_owner(tmp_path, shared_timeout=20, fail=True)
+    try:
+        result = _owner_result(owner, cfg)  # returns while this rank holds the store
+        assert result == {"accesses": 0, "warnings": []}
+        for index in list(sampler)[:8]:  # served still: loaded from the source
             assert torch.equal(ds[index], uniform_item(index, NUMEL))
     finally:
         store.close()
