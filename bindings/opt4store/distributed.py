@@ -263,13 +263,37 @@ def remove_orphan_handles(folder):
     remove_files_of_gone(folder, user_prefix(), owner_of)
 
 
+def check_same_call(records, host):
+    """Every local rank of `host` (records from local rank 0 on) made its
+    Store with local rank 0's arguments; else InvalidArgumentError, alike
+    on each (a reader attaches to the owner's store: its own path and
+    settings would be ignored)."""
+    owner = records[0]["call"]
+    for record in records[1:]:
+        theirs = record["call"]
+        if record["host"] != host or owner is None or theirs is None or theirs == owner:
+            continue
+        differ = sorted(k for k in set(owner) | set(theirs) if owner.get(k) != theirs.get(k))
+        given = ", ".join(f"{k}={theirs.get(k)!r} (local rank 0: {owner.get(k)!r})"
+                          for k in differ)
+        raise InvalidArgumentError(
+            f"opt4store: local rank {record['local_rank']} of host {host} made its shared Store "
+            f"with other arguments than local rank 0: {given}. Every local rank opens local "
+            "rank 0's store: make the same Store(...) call on every rank")
+
+
 class LocalSharing:
     """How a Store with ``shared="local"`` finds its owner. Internal: the
     Store creates it and calls connect() when a dataset binds the store."""
 
-    def __init__(self, path, local_rank=None, local_world_size=None, name=None, timeout=300.0):
+    def __init__(self, path, local_rank=None, local_world_size=None, name=None, timeout=300.0,
+                 options=None):
         self.path = path
         self.name = name
+        # The Store's arguments, its path's real path among them: the local
+        # ranks' must be the owner's (a reader's are unused; check_same_call).
+        self.call = None if options is None else \
+            dict(options, path=os.path.realpath(path) if path else "")
         self.timeout = float(timeout)
         self._given = (local_rank, local_world_size)
         self.local_rank = None
@@ -314,7 +338,12 @@ class LocalSharing:
             except Exception as e:
                 error = e
         if dist is not None:
-            owner_handle = self._exchange_by_group(dist, handle, error)
+            try:
+                owner_handle = self._exchange_by_group(dist, handle, error)
+            except Exception:
+                if core is not None:
+                    core.close()
+                raise
             if local_rank != 0 and error is None:
                 core = _core.Store.attach(owner_handle, rank_reader=True)
         elif local_rank == 0:
@@ -343,10 +372,13 @@ class LocalSharing:
     def _exchange_by_group(self, dist, handle, error):
         host = socket.gethostname()
         mine = {"host": host, "local_rank": self.local_rank, "handle": handle,
-                "error": None if error is None else f"{type(error).__name__}: {error}"}
+                "error": None if error is None else f"{type(error).__name__}: {error}",
+                "call": self.call}
         records = _all_gather(dist, mine)
-        owner = records[dist.get_rank() - self.local_rank] \
-            if dist.get_rank() >= self.local_rank else None
+        first = dist.get_rank() - self.local_rank
+        owner = records[first] if first >= 0 else None
+        if owner is not None and owner["local_rank"] == 0 and owner["host"] == host:
+            check_same_call(records[first:first + self.local_world_size], host)
         if self.local_rank == 0 or error is not None:
             return handle
         if owner is None or owner["local_rank"] != 0 or owner["host"] != host:

@@ -148,7 +148,7 @@ class Store:
         peer_window = check_int("peer_window", peer_window, 1, 1 << 20)  # used by "cluster" only
         peer_timeout = check_number("peer_timeout", peer_timeout, 0.001, allow_inf=False)
         self._sharing = LocalSharing(self.path, local_rank, local_world_size, shared_name,
-                                     shared_timeout) if shared in ("local", "cluster") else None
+                                     shared_timeout, self._options) if shared else None
         self._cluster = None  # shared="cluster": the binding and the peer threads
         self._peer_reader = None  # shared="cluster": waits for items from other hosts
         if shared == "cluster":

@@ -110,8 +110,18 @@ def _rank_main(config_path, rank):
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=WORLD, rank=rank,
                                                shuffle=True, seed=SEED)
     sampler = opt4store.PlannedSampler(base, epochs=EPOCHS)
-    store = opt4store.Store(cfg["path"], ram_items=cfg["ram_items"], disk=cfg["disk"],
+    path = cfg["rank_paths"][rank] if cfg.get("rank_paths") else cfg["path"]
+    store = opt4store.Store(path, ram_items=cfg["ram_items"], disk=cfg["disk"],
                             shared="local")
+    if cfg.get("rank_paths"):  # refused at binding, on both ranks
+        with pytest.raises(opt4store.InvalidArgumentError) as refused:
+            opt4store.CachedDataset(dataset, store, sampler)
+        with open(cfg["results"] + f".{rank}", "w") as f:
+            json.dump({"rank": rank, "error": str(refused.value), "bound": store._core is not None},
+                      f)
+        store.close()
+        dist.destroy_process_group()
+        return
     if cfg["exchange"] == "not-gloo":
         with default_group_without_gloo() as gloo_groups:
             ds = opt4store.CachedDataset(dataset, store, sampler)
@@ -158,11 +168,11 @@ def _rank_main(config_path, rank):
 
 
 def _run_ranks(tmp_path, *, ram_items, disk, workers, exchange, local_env=True, context=None,
-               timeout=90):
+               timeout=90, rank_paths=None):
     cfg = {"rendezvous": str(tmp_path / "rendezvous"), "counter": str(tmp_path / "calls"),
            "path": str(tmp_path / "store"), "ram_items": ram_items, "disk": disk,
            "workers": workers, "context": context, "exchange": exchange,
-           "results": str(tmp_path / "result")}
+           "results": str(tmp_path / "result"), "rank_paths": rank_paths}
     CallCounter(cfg["counter"])
     config_path = tmp_path / "config.json"
     config_path.write_text(json.dumps(cfg))
@@ -538,3 +548,19 @@ def test_an_owner_that_fails_inside_its_with_block_closes_at_once(tmp_path):
             assert torch.equal(ds[index], uniform_item(index, NUMEL))
     finally:
         store.close()
+
+
+@needs_gloo
+def test_local_ranks_that_make_their_store_with_other_arguments_are_refused(tmp_path):
+    """Every local rank opens local rank 0's store: a rank whose Store(...)
+    names another path (or other settings) was attached to rank 0's store
+    silently, its own never made. Now binding raises on both ranks, naming
+    what differs."""
+    paths = [str(tmp_path / "store_a"), str(tmp_path / "store_b")]
+    results, _ = _run_ranks(tmp_path, ram_items=N, disk="16MiB", workers=0, exchange="group",
+                            rank_paths=paths)
+    for r in results:
+        assert "other arguments than local rank 0" in r["error"], r
+        assert f"path={paths[1]!r} (local rank 0: {paths[0]!r})" in r["error"], r
+        assert r["bound"] is False
+    assert not os.path.exists(paths[1])
