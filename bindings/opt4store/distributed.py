@@ -127,6 +127,15 @@ def resolve_layout(local_rank=None, local_world_size=None):
                     f"{given} is set and {missing} is not, and there is no process group to "
                     "tell the host's ranks: set both (torchrun does), or pass local_rank= and "
                     "local_world_size=")
+            world = _env_int("WORLD_SIZE")
+            if world is not None and world > 1:
+                # A job of several ranks, bound before init_process_group: as
+                # one process each, the second rank met the first's LOCK.
+                raise InvalidArgumentError(
+                    f"WORLD_SIZE={world}, but neither LOCAL_RANK and LOCAL_WORLD_SIZE nor a "
+                    "process group tell this host's ranks: set both variables (torchrun "
+                    "does), bind the store after torch.distributed.init_process_group, or "
+                    "pass local_rank= and local_world_size=")
             local_rank, local_world_size = 0, 1
     local_rank = check_int("local_rank", local_rank, 0, None)
     local_world_size = check_int("local_world_size", local_world_size, 1, None)

@@ -489,7 +489,12 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
                 f"a store shared by {local_world_size} local ranks needs a PlannedSampler over "
                 "a DistributedSampler (a sampler with num_replicas and rank), to know every "
                 f"local rank's order; got {type(self.sampler).__name__}")
-        if num_replicas % local_world_size or rank % local_world_size != local_rank:
+        if num_replicas % local_world_size:
+            raise InvalidArgumentError(
+                f"{local_world_size} local ranks a host, but the DistributedSampler has "
+                f"{num_replicas} replicas, not a multiple of it: every host runs "
+                "local_world_size ranks (check local_world_size= or LOCAL_WORLD_SIZE)")
+        if rank % local_world_size != local_rank:
             raise InvalidArgumentError(
                 f"the DistributedSampler's rank {rank} of {num_replicas} is not local rank "
                 f"{local_rank} of {local_world_size}: a host's ranks must be contiguous "

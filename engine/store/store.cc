@@ -124,7 +124,13 @@ Status Store::Impl::Flush() {
     OPT4STORE_RETURN_IF_ERROR(SaveCursor(&saved));
   }
   OPT4STORE_RETURN_IF_ERROR(disk_->Flush());
-  if (!disk_only_) resume_position_.store(saved);
+  if (!disk_only_) {
+    resume_position_.store(saved);
+    // Other ranks' stats() after this flush (a barrier between) show the
+    // disk as it now is, not as the planner last published it.
+    MutexLock lock(&mu_);
+    if (residency_) PublishGaugesLocked();
+  }
   return Status::OK();
 }
 

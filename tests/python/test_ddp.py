@@ -315,6 +315,19 @@ def test_shared_store_ranks_must_be_contiguous(tmp_path):
         opt4store.CachedDataset(dataset, store, sampler)
 
 
+def test_more_local_ranks_than_replicas_are_named_as_such(tmp_path):
+    """local_world_size=4 with 2 replicas was reported as ranks that are
+    not contiguous, which they were."""
+    dataset = UniformDataset(64, 4)
+    base = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=1)
+    sampler = opt4store.PlannedSampler(base, epochs=1)
+    store = opt4store.Store(tmp_path / "store", ram_items=8, disk=0, shared="local",
+                            local_rank=1, local_world_size=4)
+    with pytest.raises(opt4store.InvalidArgumentError, match="4 local ranks a host, but the "
+                       "DistributedSampler has 2 replicas"):
+        opt4store.CachedDataset(dataset, store, sampler)
+
+
 def test_an_owner_removes_the_handle_files_of_owners_that_are_gone(tmp_path):
     """An owner killed before its close leaves its handle file in /dev/shm;
     the next owner to publish removes those whose process is gone (and a

@@ -58,3 +58,18 @@ def test_half_of_the_local_layout_in_the_environment_is_an_error(monkeypatch, gi
     monkeypatch.setenv(given, "1" if given == "LOCAL_RANK" else "2")
     with pytest.raises(opt4store.InvalidArgumentError, match=f"{given} is set and {missing}"):
         distributed.resolve_layout()
+
+
+def test_a_job_of_several_ranks_without_a_local_layout_is_an_error(monkeypatch):
+    """RANK and WORLD_SIZE set, as a hand-made launch sets them, neither
+    LOCAL_* variable, and the store bound before init_process_group: each
+    rank took itself for a host of one (the second met the first's LOCK, a
+    BusyError naming its sibling; without a disk tier both ran unshared)."""
+    for name in ("LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(opt4store.InvalidArgumentError, match="WORLD_SIZE=2, but neither"):
+        distributed.resolve_layout()
+    monkeypatch.setenv("WORLD_SIZE", "1")  # a job of one rank is a host of one
+    assert distributed.resolve_layout() == (0, 1)
