@@ -542,6 +542,17 @@ PYBIND11_MODULE(_core, m) {
       .def("resume_position", &PyStore::ResumePosition)
       .def("begin_epoch", &PyStore::BeginEpoch, py::arg("position"))
       .def("reading_from", &PyStore::ReadingFrom)
+      .def(
+          "consumed",
+          [](PyStore& self, const opt4store::PositionArray& positions) {
+            const opt4store::Store* store = self.Checked();
+            py::array_t<bool> out(positions.size());
+            auto in = positions.unchecked<1>();
+            auto flags = out.mutable_unchecked<1>();
+            for (py::ssize_t i = 0; i < in.shape(0); ++i) flags(i) = store->Consumed(in(i));
+            return out;
+          },
+          py::arg("positions"))
       .def("first_warning", &PyStore::FirstWarning, py::arg("kind"))
       .def("count_peer_traffic", &PyStore::CountPeerTraffic, py::arg("hits") = 0,
            py::arg("bytes_in") = 0, py::arg("bytes_out") = 0)

@@ -405,6 +405,14 @@ TEST_CASE("Store: a refused open of a new store leaves the path as it was", "[st
     left.push_back(e.path().filename().string());
   }
   CHECK(left == std::vector<std::string>{"notes.txt"});
+  // Nothing there: an open that may not create says NotFound, disk tier
+  // or not (without one it made a RAM-only store, as if asked to).
+  StoreOptions existing = BaseOptions(scratch);
+  existing.create_if_missing = false;
+  CHECK(Store::Open(existing, nested, &store).IsNotFound());
+  existing.ram_items = 4;
+  existing.dataset_size = 10;
+  CHECK(Store::Open(existing, nested, &store).IsNotFound());
   // The same open with a size makes the store.
   no_size.dataset_size = 10;
   REQUIRE(Store::Open(no_size, nested, &store).ok());

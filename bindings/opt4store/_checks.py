@@ -163,6 +163,17 @@ def check_position(name, value):
     return position
 
 
+def paired_ints(positions, indices, size):
+    """positions (uint64) and indices (int64, in [0, size)) as arrays of one
+    length."""
+    positions = int_array("positions", positions, np.uint64)
+    indices = int_array("indices", indices, np.int64, size)
+    if len(positions) != len(indices):
+        raise InvalidArgumentError(f"positions and indices differ in length: "
+                                   f"{len(positions)} and {len(indices)}")
+    return positions, indices
+
+
 def int_array(name, values, dtype, size=None, out_of_range=OutOfRangeError):
     """A 1-D numpy array of dtype (np.int64 or np.uint64) from a sequence or
     array of ints, each checked: [0, size) when size is given, else within

@@ -27,6 +27,7 @@ lost.
 """
 
 import collections
+import time
 
 import numpy as np
 import torch
@@ -37,6 +38,9 @@ from ._batch_layout import shared_tensor
 # A mark: the job is out; done, with rows left for the loader to store;
 # done with nothing left for it.
 _SENT, _ROWS_LEFT, _NOTHING_LEFT = 0, 1, 2
+# The longest a loop's end waits for jobs still running ahead of a job
+# done with rows left (torch's own shutdown waits 5 s for a worker).
+_AHEAD_WAIT_S = 5.0
 
 
 def new_marks(jobs_ahead):
@@ -126,23 +130,36 @@ class JobList:
         self.out.clear()  # torch's next iterator drops their results
 
     def next_result(self, results):
-        """The next job's result from the workers' iterator `results`."""
-        got = next(results)
+        """The next job's result from the workers' iterator `results` (its
+        exception, raised, if the job failed)."""
         self.out.popleft()
-        return got
+        return next(results)
 
     def keep_work_ahead(self, results, store, layout):
         """The loop stopped: draws the abandoned line, then receives the
         jobs up to the last one done with rows for the loader and stores
-        those rows (the module's docstring); hands out no more jobs."""
+        those rows (the module's docstring); hands out no more jobs. A job
+        before it still running is waited for up to _AHEAD_WAIT_S in all
+        (a stuck worker, the reason a user presses Ctrl-C, holds the loop's
+        end no longer); a job that failed is passed over: the loop never
+        asked for it, and torch's DataLoader would not raise its error."""
         self.stopped = True
         self.words[0] = self.serial
         _core.memory_fence()
         cells = self.words[1:]
         left = [k for k, (serial, _) in enumerate(self.out)
                 if cells[serial % len(cells)] == _ROWS_LEFT]
+        deadline = time.monotonic() + _AHEAD_WAIT_S
         for _ in range(left[-1] + 1 if left else 0):
-            number, _, _, loaded = self.next_result(results)
+            serial = self.out[0][0]
+            while cells[serial % len(cells)] == _SENT:  # its result is not sent yet
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.001)
+            try:
+                number, _, _, loaded = self.next_result(results)
+            except Exception:  # a failed job: a later one may have rows
+                continue
             if loaded:
                 positions, indices = self.plan[number]
                 store.put_rows(positions[loaded], indices[loaded], loaded, layout.meta,

@@ -94,13 +94,18 @@ class Filler(torch.utils.data.Dataset):
         words = self._marks.numpy() if self._marks is not None else None
         positions = np.asarray(positions, dtype=np.uint64)
         indices = np.asarray(indices, dtype=np.int64)
-        if slot is None:  # drop_last's tail
-            self._cached.load_batch(positions, indices)
-            mark_done(words, serial)
-            return number, [], {}, []
-        leaves = carried if carried is not None else self._slots[slot]
-        written, other, to_store = load_rows(self._cached, self._layout, leaves, positions,
-                                             indices, rows, defer_puts=True, store_now=store_now)
+        try:
+            if slot is None:  # drop_last's tail
+                self._cached.load_batch(positions, indices)
+                mark_done(words, serial)
+                return number, [], {}, []
+            leaves = carried if carried is not None else self._slots[slot]
+            written, other, to_store = load_rows(self._cached, self._layout, leaves, positions,
+                                                 indices, rows, defer_puts=True,
+                                                 store_now=store_now)
+        except BaseException:
+            mark_done(words, serial)  # failed: nothing left, nothing to wait for
+            raise
         if not to_store:
             mark_done(words, serial)
         elif not leave_rows(words, serial):  # the loop stopped: no loader stores them now

@@ -276,13 +276,18 @@ def check_same_call(records, host):
     """Every local rank of `host` (records from local rank 0 on) made its
     Store with local rank 0's arguments; else InvalidArgumentError, alike
     on each (a reader attaches to the owner's store: its own path and
-    settings would be ignored)."""
+    settings would be ignored). An argument one of them left out (None:
+    the default, which another may give by value) is no difference."""
     owner = records[0]["call"]
     for record in records[1:]:
         theirs = record["call"]
-        if record["host"] != host or owner is None or theirs is None or theirs == owner:
+        if record["host"] != host or owner is None or theirs is None:
             continue
-        differ = sorted(k for k in set(owner) | set(theirs) if owner.get(k) != theirs.get(k))
+        differ = sorted(k for k in set(owner) | set(theirs)
+                        if owner.get(k) is not None and theirs.get(k) is not None and
+                        owner.get(k) != theirs.get(k))
+        if not differ:
+            continue
         given = ", ".join(f"{k}={theirs.get(k)!r} (local rank 0: {owner.get(k)!r})"
                           for k in differ)
         raise InvalidArgumentError(

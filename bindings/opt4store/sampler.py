@@ -321,24 +321,25 @@ class PlannedSampler(SavedPlace, torch.utils.data.Sampler):
 
     def _pass_unread(self):
         """The epoch last begun is left: a cluster store's own reads of it
-        that this sampler never handed out (a loop over torch's DataLoader
-        that broke off it) are passed, as opt4store.DataLoader passes what
-        its loop did not read. A local store passes them itself when the
-        next epoch begins (begin_epoch); a cluster store's plan interleaves
-        other hosts' reads, so its store waited on them: each epoch's first
+        that nobody read (a loop over torch's DataLoader that broke off it:
+        the indices after it, and those its workers were handed but
+        dropped) are passed, as opt4store.DataLoader passes what its loop
+        did not read. A local store passes them itself when the next epoch
+        begins (begin_epoch); a cluster store's plan interleaves other
+        hosts' reads, so its store waited on them: each epoch's first
         batches stalled, and a live peer was declared lost."""
-        epoch, done = self._current_epoch, self._yielded
+        epoch, begun = self._current_epoch, self._taken_from
         if self._positions is None or self._counted_by_loader or \
-                self._epoch != epoch + 1 or done >= self.epoch_length:
+                self._epoch != epoch + 1 or self._yielded >= self.epoch_length:
             return
         ids = self._window.epoch_ids(epoch)
         if ids is None:
             return
         base = epoch * self.epoch_length
+        positions = self._positions[base + begun:base + self.epoch_length]
         for store in self._read_through:  # the cluster stores read through it
             if store.is_open:
-                store.mark_consumed(self._positions[base + done:base + self.epoch_length],
-                                    ids[done:])
+                store.mark_consumed(positions, ids[begun:], unread_only=True)
         self._yielded = self.epoch_length  # passed once
 
     def _begin_epoch(self):

@@ -2,7 +2,6 @@
 
 import os
 import pickle
-import sys
 import warnings
 import weakref
 
@@ -11,7 +10,7 @@ import torch
 
 from . import _batch_layout, _core, _values
 from ._checks import (MAX_UINT64, check_bool, check_dir_path, check_index, check_int,
-                      check_number, check_position, check_str, int_array)
+                      check_number, check_position, check_str, int_array, paired_ints)
 from .cluster import ClusterSharing
 from .distributed import WARN_UNSHARED, LocalSharing, unshared_ddp_warning
 from ._errors import Error, InvalidArgumentError, InvalidTypeError, IOError_
@@ -309,7 +308,7 @@ class Store:
         """Store.get for each (position, index) pair, in one call: a list of
         values, ``default`` for a miss."""
         core = self._require_open()
-        positions, indices = _paired(core, positions, indices)
+        positions, indices = paired_ints(positions, indices, core.dataset_size())
         if self._peer_reader is not None:
             indices = self._peer_reader.store_ids(positions, indices)
             self._peer_reader.await_arrivals(indices)
@@ -416,16 +415,20 @@ class Store:
         self._require_open().begin_epoch(check_position("position", position))
 
     def reading_from(self):
-        """Where reads that lost their position look for it: the frontier, or
-        the start of the epoch the sampler began last, whichever is later."""
+        """Where reads that lost their position look for it: the later of the
+        frontier and the start of the epoch the sampler began last."""
         return self._require_open().reading_from()
 
-    def mark_consumed(self, positions, indices):
+    def mark_consumed(self, positions, indices, *, unread_only=False):
         """Marks plan positions as read without reading them (a loader that
         skips them: drop_last's tail), so that the store does not wait for
-        them."""
+        them; with unread_only, those a reader has not read (or the store
+        passed) only."""
         core = self._require_open()
-        positions, indices = _paired(core, positions, indices)
+        positions, indices = paired_ints(positions, indices, core.dataset_size())
+        if unread_only:
+            unread = ~core.consumed(positions)
+            positions, indices = positions[unread], indices[unread]
         if self._peer_reader is not None:
             indices = self._peer_reader.store_ids(positions, indices)
         for position, index in zip(positions.tolist(), indices.tolist()):
@@ -529,14 +532,16 @@ class Store:
     def close(self):
         """Flushes, saves the cursor and releases the store. Idempotent. The
         owner of a shared store first waits for the other local ranks to
-        close theirs (see shared= above), unless an exception propagates
-        (a `with` block or `finally:` an error left): they wait for it then."""
-        failing = sys.exc_info()[0] is not None
+        close theirs (see shared= above), unless a `with` block ends in an
+        error: they wait for it in DDP's next collective then."""
+        self._close(wait_for_ranks=True)
+
+    def _close(self, wait_for_ranks):
         for reader in list(self._close_after):
             reader.wait()
         if self._sharing is not None:
             self._sharing.unpublish()  # first: a rank that closed may open again
-            if not failing:
+            if wait_for_ranks:
                 self._sharing.wait_for_rank_readers(self._core)
         if self._cluster is not None and self._core is not None and not self._core.closed:
             self._cluster.close()  # serves the peers until they are done
@@ -553,8 +558,9 @@ class Store:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, kind, error, _):
+        ended = kind is None or issubclass(kind, SystemExit) and error.code in (0, None)
+        self._close(wait_for_ranks=ended)
 
     # ---- pickling for spawned workers: they attach to the owner's store
 
@@ -588,13 +594,3 @@ def _plan_part(core, ids):
         return ids
     return int_array("ids", ids, np.int64, core.dataset_size())
 
-
-def _paired(core, positions, indices):
-    """positions (uint64) and indices (int64, in the dataset) as arrays of
-    one length."""
-    positions = int_array("positions", positions, np.uint64)
-    indices = int_array("indices", indices, np.int64, core.dataset_size())
-    if len(positions) != len(indices):
-        raise InvalidArgumentError(f"positions and indices differ in length: "
-                                   f"{len(positions)} and {len(indices)}")
-    return positions, indices

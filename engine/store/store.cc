@@ -1,11 +1,14 @@
 // Store: the facade over Store::Impl (store_impl.h maps the rest), the
-// owner's admin calls.
+// owner's admin calls, and undoing a failed open of a new store.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +34,13 @@ void Store::Impl::BeginEpoch(uint64_t position) {
     MutexLock lock(&mu_);
     AdvanceFrontierLocked();
   }
+}
+
+bool Store::Impl::PositionConsumed(uint64_t position) const {
+  const uint64_t frontier = Frontier();
+  if (frontier == kNoPosition) return false;
+  ItemId id = 0;
+  return position < frontier || ctl_->Consumed(position, &id);
 }
 
 uint64_t Store::Impl::ReadingFrom() const {
@@ -116,18 +126,19 @@ Status Store::Impl::SaveCursor(uint64_t* position) {
 Status Store::Impl::Flush() {
   if (!InOwner()) return Status::InvalidArgument("Flush: only the owner process flushes");
   if (closed_.load()) return Status::IOError("the store is closed");
-  if (!disk_) return Status::OK();
-  uint64_t saved = 0;
-  if (!disk_only_) {
-    while (DrainWrites()) {  // every earlier Put is on the disk tier first
+  if (disk_) {
+    uint64_t saved = 0;
+    if (!disk_only_) {
+      while (DrainWrites()) {  // every earlier Put is on the disk tier first
+      }
+      OPT4STORE_RETURN_IF_ERROR(SaveCursor(&saved));
     }
-    OPT4STORE_RETURN_IF_ERROR(SaveCursor(&saved));
+    OPT4STORE_RETURN_IF_ERROR(disk_->Flush());
+    if (!disk_only_) resume_position_.store(saved);
   }
-  OPT4STORE_RETURN_IF_ERROR(disk_->Flush());
   if (!disk_only_) {
-    resume_position_.store(saved);
     // Other ranks' stats() after this flush (a barrier between) show the
-    // disk as it now is, not as the planner last published it.
+    // store as it now is, not as the planner last published it.
     MutexLock lock(&mu_);
     if (residency_) PublishGaugesLocked();
   }
@@ -301,6 +312,33 @@ Status Store::Impl::Close() {
   return result;
 }
 
+void Store::Impl::UndoNewStore() {
+  if (!new_store_) return;
+  // The LOCK is held from before the close to the end of the removal: an
+  // opener that comes meanwhile gets Busy, never a store removed under it.
+  const std::string lock_path = path_ + "/LOCK";
+  const int held = open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
+  Close().PermitUncheckedError();
+  if (held < 0) return;
+  if (flock(held, LOCK_EX | LOCK_NB) != 0) {  // another opener has it now: theirs
+    close(held);
+    return;
+  }
+  auto made = [this](const std::string& name) {
+    return std::find(entries_before_.begin(), entries_before_.end(), name) ==
+           entries_before_.end();
+  };
+  std::error_code ec;
+  // Only what an open makes: a file someone else put there stays.
+  for (const char* name : {"index", "segments", "RESERVE"}) {
+    if (made(name)) std::filesystem::remove_all(path_ + "/" + name, ec);
+  }
+  if (made("LOCK")) unlink(lock_path.c_str());
+  // Deepest first; remove() leaves a folder that holds anything.
+  for (const std::string& dir : dirs_made_) std::filesystem::remove(dir, ec);
+  close(held);
+}
+
 // ---------------------------------------------------------------- Store
 
 Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -423,6 +461,7 @@ void Store::BeginEpoch(uint64_t position) { impl_->BeginEpoch(position); }
 
 Status Store::AppendPlan(std::vector<ItemId> ids) { return impl_->AppendPlan(std::move(ids)); }
 uint64_t Store::ReadingFrom() const { return impl_->ReadingFrom(); }
+bool Store::Consumed(uint64_t position) const { return impl_->PositionConsumed(position); }
 bool Store::FirstWarning(uint32_t kind) { return impl_->FirstWarning(kind); }
 void Store::CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_out) {
   impl_->CountPeerTraffic(hits, bytes_in, bytes_out);

@@ -94,6 +94,7 @@ class Store::Impl : private ResidencyTiers {
   static StoreStats ClosedStats(const StoreStats& live);
   void BeginEpoch(uint64_t position);
   uint64_t ReadingFrom() const;
+  bool PositionConsumed(uint64_t position) const;  // Store::Consumed
   bool FirstWarning(uint32_t kind);
   void CountPeerTraffic(uint64_t hits, uint64_t bytes_in, uint64_t bytes_out);
   Status WaitForPuts(int64_t timeout_ms);

@@ -426,7 +426,9 @@ Status Store::Impl::OpenOwner(const StoreOptions& options, const std::string& pa
                                 "damaged index); run 'opt4store repair " + path +
                                 " --dataset-size N --disk SIZE' to write a new one");
     }
-  } else if (disk_only_) {
+  } else if (disk_only_ || (!path.empty() && !options.create_if_missing)) {
+    // Without a disk tier nothing is kept at path, so nothing exists there
+    // to open: create_if_missing=false asks for what is not.
     return Status::NotFound("no store at " + path);
   }
   OPT4STORE_RETURN_IF_ERROR(ResolveOptions(options, exists));
@@ -556,22 +558,6 @@ Status Store::Impl::InitPlanLocked(const PlanSpec& spec, uint64_t start,
   ctl_->header()->frontier.store(start, std::memory_order_release);
   ctl_->header()->epoch_start.store(start, std::memory_order_release);
   return Status::OK();
-}
-
-void Store::Impl::UndoNewStore() {
-  if (!new_store_) return;
-  Close().PermitUncheckedError();
-  std::error_code ec;
-  std::vector<std::filesystem::path> made;
-  for (const auto& entry : std::filesystem::directory_iterator(path_, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (std::find(entries_before_.begin(), entries_before_.end(), name) == entries_before_.end()) {
-      made.push_back(entry.path());
-    }
-  }
-  for (const auto& p : made) std::filesystem::remove_all(p, ec);
-  // Deepest first; remove() leaves a folder someone has put anything in since.
-  for (const std::string& dir : dirs_made_) std::filesystem::remove(dir, ec);
 }
 
 Store::Impl::~Impl() {

@@ -118,7 +118,8 @@ def _host(rank, cfg):
     dist.init_process_group("gloo", init_method="file://" + cfg["rendezvous"], rank=rank,
                             world_size=HOSTS)
     counter = CallCounter(cfg["counter"])
-    dataset = UniformDataset(cfg["n"], NUMEL, counter=counter) if not cfg.get("log") else \
+    kind = _SlowDataset if cfg.get("slow") else UniformDataset
+    dataset = kind(cfg["n"], NUMEL, counter=counter) if not cfg.get("log") else \
         _LoggedDataset(cfg["n"], NUMEL, counter, cfg["log"] + f".{rank}")
     base = torch.utils.data.DistributedSampler(dataset, num_replicas=HOSTS, rank=rank,
                                                shuffle=True,
@@ -224,7 +225,8 @@ def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill
          local_world=1, stall=False, peer_timeout=20.0, timeout=120, n=N, window=WINDOW,
          disk=None, store=None, stop_at=None, resume=None, resume_after_binding=False,
          loader=None, kill_epoch=1, log=False, sigkill=False, kills=None, epochs=EPOCHS,
-         start="fork", late=None, seeds=None, expect_error=False, break_after=None):
+         start="fork", late=None, seeds=None, expect_error=False, break_after=None,
+         slow=False):
     kills = dict(kills or {})
     if kill_rank is not None:
         kills[kill_rank] = kill_epoch
@@ -238,7 +240,7 @@ def _run(tmp_path, *, ram_items, shared="cluster", workers=0, context=None, kill
            "kill_rank": kill_rank, "results": str(tmp_path / "result"), "peer_timeout": peer_timeout,
            "local_world": local_world, "stall": stall, "late": dict(late or {}),
            "seeds": {str(r): s for r, s in (seeds or {}).items()}, "expect_error": expect_error,
-           "break_after": break_after}
+           "break_after": break_after, "slow": slow}
     os.makedirs(tmp_path, exist_ok=True)
     CallCounter(cfg["counter"])
     ctx = mp.start_processes(_host_main, args=(cfg,), nprocs=HOSTS, join=False,
@@ -328,14 +330,26 @@ def test_four_hosts_at_25_percent_decode_each_item_once(tmp_path):
     assert local_loads >= 2 * N
 
 
-def test_a_loop_that_stops_each_epoch_early_under_torchs_dataloader(tmp_path):
+class _SlowDataset(UniformDataset):
+    """Loads slower than the loop: with workers, torch's sampler has handed
+    out indices ahead that no worker loads before the break."""
+
+    def __getitem__(self, i):
+        time.sleep(0.01)
+        return super().__getitem__(i)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_loop_that_stops_each_epoch_early_under_torchs_dataloader(tmp_path, workers):
     """torch's DataLoader never says where its loop stopped: the sampler
-    passes the own reads of the epoch it never handed out when the next
-    epoch begins. Before, the hosts' plans still held them, and the peers'
-    servers waited 2 s in vain on the Puts of such items (3-5 times a host
-    here; in a run of 2 hosts with 2 workers each, every item was loaded
-    twice, and a peer_timeout of 3 s declared a live host lost)."""
-    results, loads = _run(tmp_path, ram_items=N, break_after=2)
+    passes the own reads of the epoch nobody read when the next epoch
+    begins (with workers, indices handed out and dropped too). Before, the
+    hosts' plans still held them, and the peers' servers waited 2 s in vain
+    on the Puts of such items (2-5 times a host here; in a run of 2 hosts
+    with 2 workers each, every item was loaded twice, and a peer_timeout of
+    3 s declared a live host lost)."""
+    results, loads = _run(tmp_path, ram_items=N, break_after=2, workers=workers,
+                          context="fork" if workers else None, slow=workers > 0)
     _check_values(results)
     assert all(r["seen"] == EPOCHS * 3 * BATCH for r in results.values())
     waited = [r["stats"]["expect_timeouts"] for r in results.values()]

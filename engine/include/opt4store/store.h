@@ -230,6 +230,10 @@ class Store {
   // Marks a position consumed without a Get (a reader that skips it: no
   // reader waits for a Put from it).
   void MarkConsumed(uint64_t position, ItemId id);
+  // Whether a reader has read `position` (a Get or MarkConsumed there) or
+  // the owner has passed it (it is behind the frontier). In any process; a
+  // read a whole ring ahead of the frontier is not recorded (false).
+  bool Consumed(uint64_t position) const;
   // The readers' frontier: the lowest plan position not yet consumed, as
   // the owner last published it (kNoPosition without a plan). Readers that
   // lost a read's position find it again near here.

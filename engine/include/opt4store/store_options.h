@@ -136,7 +136,10 @@ struct StoreOptions {
 
   bool direct_io = true;
   bool use_io_uring = true;
+  // false: NotFound unless a store (a disk tier's files) exists at path;
+  // a store without a disk tier keeps nothing there, so never exists.
   bool create_if_missing = true;
+  // InvalidArgument if a store exists at path.
   bool error_if_exists = false;
   // Empties the store's values (the disk tier's records, segment files and
   // index entries) as it opens, before anything reads them; its settings,
