@@ -20,10 +20,10 @@ shutdown skips the jobs not begun: they were never loaded).
 Neither side locks. A worker that leaves rows marks so before it reads
 the line; the loader reads the marks after it draws the line; a memory
 fence between each write and the read after it means that one of the two
-sees the other's word: either the worker stores its rows, or the loader
-receives the job and stores them (both may: a Put of an id held is
-ignored; the loader then finds none left to store). No job's rows are
-lost.
+sees the other's word: the worker stores its rows (and sends none back),
+or the loader receives the job and stores them, or both happen to a job
+the loader receives anyway (it then finds no rows to store). No job's
+rows are lost, unless a job before them runs past _AHEAD_WAIT_S.
 """
 
 import collections
