@@ -337,11 +337,11 @@ class PyStore {
   void MarkConsumed(uint64_t position, int64_t id) { Checked()->MarkConsumed(position, CheckedId(id)); }
 
   py::dict Stats() {
-    Store* store = Checked();
+    if (!store_) return StatsDict(stats_at_close_);
     StoreStats st;
     {
       py::gil_scoped_release release;
-      st = store->Stats();
+      st = store_->Stats();
     }
     return StatsDict(st);
   }
@@ -398,6 +398,7 @@ class PyStore {
     {
       py::gil_scoped_release release;
       s = store_->Close();
+      stats_at_close_ = store_->Stats();  // the engine's view of a closed store
       store_.reset();
     }
     ThrowIfError(s);
@@ -421,6 +422,7 @@ class PyStore {
   }
 
   std::unique_ptr<Store> store_;
+  StoreStats stats_at_close_;  // Stats() after close(): the store's last, as it closed
 };
 
 // ---------------------------------------------------------------- values

@@ -13,7 +13,7 @@ from ._checks import (MAX_UINT64, check_bool, check_dir_path, check_index, check
                       check_number, check_position, check_str, int_array, paired_ints)
 from .cluster import ClusterSharing
 from .distributed import WARN_UNSHARED, LocalSharing, unshared_ddp_warning
-from ._errors import Error, InvalidArgumentError, InvalidTypeError, IOError_
+from ._errors import InvalidArgumentError, InvalidTypeError, IOError_
 from ._sizes import parse_size
 
 NO_POSITION = _core.NO_POSITION
@@ -131,7 +131,6 @@ class Store:
         self._options.update(getattr(self, "_testing_options", {}))
         _core.check_options(self._options)  # a bad value fails here, not at binding
         self._core = None
-        self._stats_at_close = None  # what stats() returns once closed
         self._read_to = -1  # the highest plan position read in this process
         self._close_after = weakref.WeakSet()  # see close_after
         self._handle = None
@@ -502,20 +501,7 @@ class Store:
         disk tier's gauges; the owner, cursor and RAM groups are 0."""
         if self._core is None:
             return _core.zero_stats()
-        if self._core.closed:
-            return dict(self._stats_at_close or _core.zero_stats())
-        return self._core.stats()
-
-    def _last_run_stats(self):
-        """stats() now, as a closed store's: see stats()."""
-        if self._core.is_owner():
-            self._core.flush()  # the queued Puts count, as in what close saves
-        stats = self._core.stats()
-        for group, name, _ in _core.stat_fields():
-            if group in ("owner", "cursor", "ram"):
-                stats[name] = type(stats[name])(0)
-        stats["last_run"] = True
-        return stats
+        return self._core.stats()  # closed: the engine keeps them (Store::Stats)
 
     def flush(self):
         """Makes every earlier write durable and saves the cursor."""
@@ -546,10 +532,6 @@ class Store:
         if self._cluster is not None and self._core is not None and not self._core.closed:
             self._cluster.close()  # serves the peers until they are done
         if self._core is not None and not self._core.closed:
-            try:
-                self._stats_at_close = self._last_run_stats()
-            except Error:  # close() says what failed (a full disk, say); stats() gives zeros
-                self._stats_at_close = None
             self._core.close()
             _batch_layout.drop_kept()
         if self._cluster is not None:
@@ -578,7 +560,6 @@ class Store:
         self._peer_reader = state.get("peer_reader")
         self._read_to = -1
         self._close_after = weakref.WeakSet()
-        self._stats_at_close = None
         self._core = _core.Store.attach(self._handle)
 
     def __repr__(self):
